@@ -1,0 +1,103 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Scope decides which calls share an action key.
+type Scope int
+
+const (
+	// ScopeRun: the same action within one run (the default). A new run may
+	// do it again.
+	ScopeRun Scope = iota
+	// ScopeTenant: the same action for one tenant, across runs (Call.Tenant).
+	ScopeTenant
+	// ScopeGlobal: the same action, whoever asks.
+	ScopeGlobal
+)
+
+// Field names an input field by its dotted JSON path ("customer.id") and
+// says how its value is normalized before hashing. A nil Norm compares the
+// value as exact canonical JSON.
+type Field struct {
+	Path string
+	Norm Normalizer
+}
+
+// Tool declares a side-effecting tool: which input fields define "the same
+// action", and the function that performs it.
+type Tool struct {
+	// Name is the tool name the model calls.
+	Name string
+	// Identity fields define the action: same values, same key. Each must be
+	// present and a scalar. Never include free text the model may rephrase.
+	Identity []Field
+	// Validated fields must not change between repeats of the action: a
+	// repeat whose validated fields differ from the first call's is a
+	// conflict, not a replay. A missing validated field hashes as null.
+	Validated []Field
+	// Scope of the key; ScopeRun by default.
+	Scope Scope
+	// Retention of the record; Config.Retention when zero.
+	Retention time.Duration
+	// Run performs the effect. It must pass inv.DownstreamKey to the
+	// provider. A returned error is classified with ClassOf: unmarked errors
+	// count as ambiguous (the record becomes uncertain).
+	Run func(ctx context.Context, inv Invocation) (Effect, error)
+	// Reconciler is asked before acting over a record whose effect may
+	// exist. Nil: such records stay uncertain and the tool is not run again.
+	Reconciler Reconciler
+}
+
+// Invocation is what a tool's Run receives.
+type Invocation struct {
+	Tool   string
+	RunID  string
+	CallID string
+	Input  json.RawMessage // the call's input, as the model sent it
+	// Key is the action key: hex sha256 of the canonical identity.
+	Key string
+	// Attempt numbers the tries of this action; it advances only after a
+	// definite failure.
+	Attempt int
+	// DownstreamKey is the key to hand to the provider (an Idempotency-Key
+	// header, a metadata reference, an external id): Key for the first
+	// attempt, Key + "-" + Attempt for later ones.
+	DownstreamKey string
+}
+
+// DownstreamKey returns the key a provider sees for the given attempt of an
+// action. A provider that replays failures (Stripe replays a card decline
+// for the same key) needs a new key after a definite failure; an ambiguous
+// outcome is retried with the same attempt and so the same key.
+func DownstreamKey(key string, attempt int) string {
+	if attempt <= 1 {
+		return key
+	}
+	return fmt.Sprintf("%s-%d", key, attempt)
+}
+
+// Effect is what a successful run produced.
+type Effect struct {
+	// Summary is one line the model is told ("refund re_123 of 10.00 EUR").
+	Summary string
+	// Ref is the provider's object reference.
+	Ref string
+	// Result is an optional JSON payload, stored up to Config.MaxResultBytes.
+	Result json.RawMessage
+}
+
+// Call is one tool invocation from the model.
+type Call struct {
+	Tool  string
+	Input json.RawMessage
+	// ID is the model's call id (tool_use id); it is not part of the key.
+	ID string
+	// Tenant scopes tools declared with ScopeTenant. The host application
+	// sets it, never the model.
+	Tenant string
+}

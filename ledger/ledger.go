@@ -1,0 +1,258 @@
+// Package ledger defines the durable store of action records that idemkit
+// claims before a side effect runs, and the contract every backend honours.
+//
+// A record moves through the states of the action it guards:
+//
+//	(none) --claim--> pending --success--> done (terminal, replayed)
+//	                   |   '--ambiguous--> uncertain --reconcile--> done | failed
+//	                   '--definite failure--> failed (a new claim may retry)
+//
+// Every write after the claim is conditional on the owner token that the
+// claim stored, so a stale owner can never overwrite a newer owner's record.
+// The conformance suite in package ledgertest specifies the contract.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is the state of an action record.
+type State string
+
+// The states of a record.
+const (
+	// StatePending: claimed, the action may be running. Blocks other claims
+	// until its lease expires.
+	StatePending State = "pending"
+	// StateDone: the effect exists. Terminal; repeats are answered from it.
+	StateDone State = "done"
+	// StateFailed: definitely not done. A later claim may try again.
+	StateFailed State = "failed"
+	// StateUncertain: the effect may exist. A later claim may take it over,
+	// but must reconcile with the provider before acting again.
+	StateUncertain State = "uncertain"
+)
+
+// Valid reports whether s is one of the four states.
+func (s State) Valid() bool {
+	switch s {
+	case StatePending, StateDone, StateFailed, StateUncertain:
+		return true
+	}
+	return false
+}
+
+// Size limits every store enforces, so that a record fits every backend
+// (a DynamoDB item is at most 400 KB). Callers that hold larger results
+// store them truncated; see client.Config.MaxResultBytes.
+const (
+	MaxKeyBytes     = 512
+	MaxSummaryBytes = 4 << 10
+	MaxRefBytes     = 1 << 10
+	MaxReasonBytes  = 4 << 10
+	MaxResultBytes  = 256 << 10
+)
+
+// Sentinel errors. Backends map their native errors to these.
+var (
+	// ErrNotOwner: the conditional write lost: the record is gone, expired,
+	// settled, or claimed by another owner.
+	ErrNotOwner = errors.New("ledger: not owner")
+	// ErrNotFound: no live record has that key.
+	ErrNotFound = errors.New("ledger: not found")
+	// ErrTooLarge: a field exceeds its size limit; nothing was written.
+	ErrTooLarge = errors.New("ledger: record too large")
+	// ErrInvalid: the parameters are malformed (empty key or owner, zero
+	// times); nothing was written.
+	ErrInvalid = errors.New("ledger: invalid parameters")
+	// ErrUnavailable: the store could not be reached or did not answer.
+	// Whether a write took effect is unknown.
+	ErrUnavailable = errors.New("ledger: unavailable")
+)
+
+// Record is one action's entry in the ledger. The raw tool input is never
+// stored: only the key, the fingerprint of the validated fields, and what
+// the provider returned. Times round-trip with millisecond precision;
+// ExpiresAt may be truncated to whole seconds (a DynamoDB TTL attribute).
+type Record struct {
+	Key         string // action key (hex sha256)
+	Tool        string
+	RunID       string
+	State       State
+	Owner       string    // owner token of the latest claim
+	LeaseUntil  time.Time // pending: when the claim lapses; otherwise when it was settled
+	ExpiresAt   time.Time // retention: after this the record counts as absent
+	Fingerprint string    // hash of the validated fields of the first claim
+	// Attempt is the number of the attempt the current (or next) claim makes.
+	// It starts at 1 and advances only when a definite failure is recorded,
+	// so an ambiguous outcome is always retried with the same downstream key.
+	Attempt   int
+	Summary   string // done: what the model is told
+	Ref       string // done: the provider's object reference
+	Result    []byte // done: optional bounded payload
+	Truncated bool   // done: Result was cut to fit
+	Reason    string // failed / uncertain: why
+	UpdatedAt time.Time
+}
+
+// Expired reports whether the record's retention has run out at now.
+func (r *Record) Expired(now time.Time) bool { return !now.Before(r.ExpiresAt) }
+
+// LeaseExpired reports whether a pending record's claim has lapsed at now.
+func (r *Record) LeaseExpired(now time.Time) bool { return !now.Before(r.LeaseUntil) }
+
+// ClaimParams describe a claim.
+type ClaimParams struct {
+	Key         string
+	Tool        string
+	RunID       string
+	Owner       string    // random per claim; later writes are conditional on it
+	LeaseUntil  time.Time // until when the claim blocks others
+	Fingerprint string
+	ExpiresAt   time.Time // retention of the record
+}
+
+// Validate checks the parameters a store needs before it writes anything.
+func (p ClaimParams) Validate() error {
+	switch {
+	case p.Key == "" || p.Owner == "":
+		return fmt.Errorf("%w: key and owner are required", ErrInvalid)
+	case len(p.Key) > MaxKeyBytes, len(p.Tool) > MaxKeyBytes, len(p.RunID) > MaxKeyBytes,
+		len(p.Owner) > MaxKeyBytes, len(p.Fingerprint) > MaxKeyBytes:
+		return fmt.Errorf("%w: key, tool, run id, owner and fingerprint are limited to %d bytes", ErrTooLarge, MaxKeyBytes)
+	case p.LeaseUntil.IsZero() || p.ExpiresAt.IsZero():
+		return fmt.Errorf("%w: lease and expiry are required", ErrInvalid)
+	case !p.ExpiresAt.After(p.LeaseUntil):
+		return fmt.Errorf("%w: expiry must be after the lease", ErrInvalid)
+	}
+	return nil
+}
+
+// ClaimResult is the answer to a claim.
+type ClaimResult struct {
+	// Claimed is true when the caller now owns the record (state pending).
+	Claimed bool
+	// Attempt is the attempt number of the claimed record (Claimed only).
+	Attempt int
+	// Previous is the live record that was there before: when Claimed, the
+	// failed, uncertain or abandoned pending record that was taken over
+	// (nil when the key was absent or expired); when not Claimed, the record
+	// that blocked the claim.
+	Previous *Record
+}
+
+// MustReconcile reports whether a successful claim took over a record whose
+// effect may exist: an uncertain record or a pending one whose owner
+// vanished. The caller must ask the provider before acting again.
+func (r ClaimResult) MustReconcile() bool {
+	return r.Claimed && r.Previous != nil &&
+		(r.Previous.State == StateUncertain || r.Previous.State == StatePending)
+}
+
+// Completion is what a successful action records.
+type Completion struct {
+	Summary   string
+	Ref       string
+	Result    []byte
+	Truncated bool
+}
+
+// Validate checks the size limits.
+func (c Completion) Validate() error {
+	switch {
+	case len(c.Summary) > MaxSummaryBytes:
+		return fmt.Errorf("%w: summary is %d bytes, limit %d", ErrTooLarge, len(c.Summary), MaxSummaryBytes)
+	case len(c.Ref) > MaxRefBytes:
+		return fmt.Errorf("%w: ref is %d bytes, limit %d", ErrTooLarge, len(c.Ref), MaxRefBytes)
+	case len(c.Result) > MaxResultBytes:
+		return fmt.Errorf("%w: result is %d bytes, limit %d", ErrTooLarge, len(c.Result), MaxResultBytes)
+	}
+	return nil
+}
+
+// Failure is what an unsuccessful action records.
+type Failure struct {
+	// Definite: nothing happened (state failed, attempt advances). Otherwise
+	// the effect may exist (state uncertain, attempt kept).
+	Definite bool
+	Reason   string
+}
+
+// Validate checks the size limits.
+func (f Failure) Validate() error {
+	if len(f.Reason) > MaxReasonBytes {
+		return fmt.Errorf("%w: reason is %d bytes, limit %d", ErrTooLarge, len(f.Reason), MaxReasonBytes)
+	}
+	return nil
+}
+
+// Filter selects records for List. Zero fields match everything; expired
+// records are never listed.
+type Filter struct {
+	State State
+	RunID string
+	// LeaseBefore keeps records whose LeaseUntil is before it: with
+	// StatePending and now, the abandoned claims; for settled records,
+	// those settled before it.
+	LeaseBefore time.Time
+	// Limit caps the number of records (0: a store default of at least 100).
+	Limit int
+}
+
+// Matches reports whether r passes f at now (for stores that filter in Go).
+func (f Filter) Matches(r *Record, now time.Time) bool {
+	return !r.Expired(now) &&
+		(f.State == "" || r.State == f.State) &&
+		(f.RunID == "" || r.RunID == f.RunID) &&
+		(f.LeaseBefore.IsZero() || r.LeaseUntil.Before(f.LeaseBefore))
+}
+
+// Store is a durable ledger of action records.
+//
+// Claim succeeds when the key is absent, its record expired (retention),
+// failed, or pending with a lapsed lease, or uncertain; an uncertain or
+// abandoned pending record is only taken over by a claim with the same
+// fingerprint (another action under the same key is a conflict, not a
+// retry). A failed claim returns the blocking record in the same call.
+// The attempt number of a record is kept by claims and advanced by
+// Fail with Definite set.
+//
+// Complete, Fail and Extend succeed only while the record is pending, live,
+// and owned by owner; otherwise they return ErrNotOwner and change nothing.
+// Complete and Fail release the lease (LeaseUntil becomes the time of the
+// write).
+//
+// Get and List treat expired records as absent. Every method is safe for
+// concurrent use, also from several processes where the backend is shared.
+// Errors reaching the backend wrap ErrUnavailable.
+type Store interface {
+	Claim(ctx context.Context, p ClaimParams) (ClaimResult, error)
+	Complete(ctx context.Context, key, owner string, c Completion) error
+	Fail(ctx context.Context, key, owner string, f Failure) error
+	Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error
+	Get(ctx context.Context, key string) (*Record, error)
+	List(ctx context.Context, f Filter) ([]Record, error)
+}
+
+// Purger is implemented by stores that delete expired records on request
+// (SQL stores; DynamoDB deletes them through its TTL).
+type Purger interface {
+	// Purge deletes records that expired before the given time and reports
+	// how many it deleted.
+	Purge(ctx context.Context, before time.Time) (int, error)
+}
+
+// Clock tells the time. Stores take one so tests can move time without
+// sleeping.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
