@@ -1,0 +1,265 @@
+package client
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/gowebpki/jcs"
+)
+
+// DefaultMaxInputBytes bounds a call's input.
+const DefaultMaxInputBytes = 1 << 20
+
+// Canonicalize returns the RFC 8785 (JSON Canonicalization Scheme) form of
+// a JSON document: sorted keys, no white space, numbers in their shortest
+// IEEE double form, strings minimally escaped.
+func Canonicalize(doc []byte) ([]byte, error) {
+	return jcs.Transform(doc)
+}
+
+// identity is what key derivation yields for one call.
+type identity struct {
+	key         string
+	fingerprint string
+	// described is "orderId 123, amount 10" for model-facing text.
+	described string
+}
+
+// ParseInput decodes a call's input: a JSON object of at most maxBytes,
+// with no duplicate keys. Numbers are kept as json.Number.
+func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxInputBytes
+	}
+	if len(input) > maxBytes {
+		return nil, &InputError{Err: ErrTooLarge, Msg: fmt.Sprintf("input is %d bytes, the limit is %d", len(input), maxBytes)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
+	v, err := decodeValue(dec)
+	if err == nil {
+		if _, extra := dec.Token(); extra != io.EOF {
+			err = &InputError{Err: ErrInvalidJSON, Msg: "invalid JSON: data after the top-level value"}
+		}
+	}
+	if err != nil {
+		var ie *InputError
+		if errors.As(err, &ie) {
+			return nil, err
+		}
+		return nil, &InputError{Err: ErrInvalidJSON, Msg: "invalid JSON: " + err.Error()}
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, &InputError{Err: ErrNotObject, Msg: "input must be a JSON object"}
+	}
+	return obj, nil
+}
+
+// decodeValue reads one JSON value token by token, rejecting duplicate
+// object keys (encoding/json would silently keep the last one, so two
+// readers of the same input could disagree about a field).
+func decodeValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		if err == io.EOF {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			obj := map[string]any{}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				k := kt.(string)
+				if _, dup := obj[k]; dup {
+					return nil, &InputError{Err: ErrDuplicateKey, Msg: fmt.Sprintf("duplicate key %q in a JSON object", k)}
+				}
+				v, err := decodeValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				obj[k] = v
+			}
+			_, err := dec.Token() // '}'
+			return obj, err
+		case '[':
+			arr := []any{}
+			for dec.More() {
+				v, err := decodeValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			_, err := dec.Token() // ']'
+			return arr, err
+		}
+		return nil, fmt.Errorf("unexpected %v", t)
+	default:
+		return tok, nil
+	}
+}
+
+// lookup finds a dotted path in a decoded object.
+func lookup(obj map[string]any, path string) (any, bool) {
+	var cur any = obj
+	for part := range strings.SplitSeq(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[part]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// fieldValue extracts and normalizes one field. required: identity fields
+// must be present, non-null scalars.
+func fieldValue(tool string, obj map[string]any, f Field, required bool) (any, error) {
+	v, ok := lookup(obj, f.Path)
+	if !ok || v == nil {
+		if required {
+			return nil, &InputError{Tool: tool, Field: f.Path, Err: ErrMissingField, Msg: "missing or null"}
+		}
+		return nil, nil
+	}
+	switch v.(type) {
+	case map[string]any, []any:
+		return nil, &InputError{Tool: tool, Field: f.Path, Err: ErrFieldType, Msg: "want a string, number or boolean, not an object or array"}
+	}
+	if f.Norm != nil {
+		n, err := f.Norm.Normalize(v)
+		if err != nil {
+			return nil, &InputError{Tool: tool, Field: f.Path, Err: ErrFieldType, Msg: err.Error()}
+		}
+		return n, nil
+	}
+	if num, ok := v.(json.Number); ok {
+		if err := exactDouble(num); err != nil {
+			return nil, &InputError{Tool: tool, Field: f.Path, Err: ErrUnsafeNumber, Msg: err.Error()}
+		}
+	}
+	return v, nil
+}
+
+// exactDouble rejects numbers that RFC 8785 would change: canonical JSON
+// represents a number by its IEEE double, so 9007199254740993 would hash
+// like 9007199254740992 and two different order ids would share a key.
+// A number passes when its shortest double form denotes the same value.
+func exactDouble(n json.Number) error {
+	s := n.String()
+	if len(s) > maxNumberText {
+		return fmt.Errorf("number %.20s... is too long to hash exactly; declare the field with client.Integer or client.Decimal", s)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) {
+		return fmt.Errorf("number %s is out of range", s)
+	}
+	if strings.ContainsAny(s, ".eE") || math.Abs(f) >= 1<<53 {
+		exact, ok1 := new(big.Rat).SetString(s)
+		back, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+		if !ok1 || !ok2 || exact.Cmp(back) != 0 {
+			return fmt.Errorf("number %s cannot be hashed exactly (beyond the 2^53 integer range of canonical JSON); declare the field with client.Integer or client.Decimal", s)
+		}
+	}
+	return nil
+}
+
+// hashFields returns the hex sha256 of the canonical JSON of
+// [prefix..., [[path, value], ...]] and a human description of the fields.
+func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool) (string, string, error) {
+	pairs := make([]any, 0, len(fields))
+	var desc strings.Builder
+	for i, f := range fields {
+		v, err := fieldValue(tool, obj, f, required)
+		if err != nil {
+			return "", "", err
+		}
+		pairs = append(pairs, []any{f.Path, v})
+		if i > 0 {
+			desc.WriteString(", ")
+		}
+		fmt.Fprintf(&desc, "%s %v", f.Path, v)
+	}
+	doc, err := json.Marshal(append(prefix, pairs))
+	if err != nil {
+		return "", "", &InputError{Tool: tool, Err: ErrFieldType, Msg: err.Error()}
+	}
+	canon, err := jcs.Transform(doc)
+	if err != nil {
+		return "", "", &InputError{Tool: tool, Err: ErrFieldType, Msg: "cannot canonicalize: " + err.Error()}
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), desc.String(), nil
+}
+
+// scopeOf returns the scope element of the key.
+func (t *Tool) scopeOf(runID, tenant string) (string, error) {
+	switch t.Scope {
+	case ScopeTenant:
+		if tenant == "" {
+			return "", &InputError{Tool: t.Name, Err: ErrMissingField, Msg: "tool is tenant-scoped but the call has no tenant"}
+		}
+		return "tenant:" + tenant, nil
+	case ScopeGlobal:
+		return "global", nil
+	default:
+		if runID == "" {
+			return "", &InputError{Tool: t.Name, Err: ErrMissingField, Msg: "run id is empty"}
+		}
+		return "run:" + runID, nil
+	}
+}
+
+// Key derives the action key of a call to t: the hex sha256 of the RFC
+// 8785 canonical JSON of [scope, tool, [[field, value], ...]], where the
+// values are the normalized identity fields. It fails with an *InputError
+// when an identity field is missing, null, not a scalar, or a number that
+// cannot be hashed exactly.
+func (t *Tool) Key(runID string, call Call, maxInputBytes int) (string, error) {
+	id, err := t.identify(runID, call, maxInputBytes)
+	return id.key, err
+}
+
+func (t *Tool) identify(runID string, call Call, maxInputBytes int) (identity, error) {
+	obj, err := ParseInput(call.Input, maxInputBytes)
+	if err != nil {
+		var ie *InputError
+		if errors.As(err, &ie) {
+			ie.Tool = t.Name
+		}
+		return identity{}, err
+	}
+	scope, err := t.scopeOf(runID, call.Tenant)
+	if err != nil {
+		return identity{}, err
+	}
+	var id identity
+	if id.key, id.described, err = hashFields([]any{scope, t.Name}, t.Name, obj, t.Identity, true); err != nil {
+		return identity{}, err
+	}
+	if len(t.Validated) > 0 {
+		if id.fingerprint, _, err = hashFields([]any{t.Name}, t.Name, obj, t.Validated, false); err != nil {
+			return identity{}, err
+		}
+	}
+	return id, nil
+}
