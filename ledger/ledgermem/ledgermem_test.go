@@ -1,0 +1,16 @@
+package ledgermem_test
+
+import (
+	"testing"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+		return ledgermem.New(&ledgermem.Config{Clock: clock})
+	})
+}
