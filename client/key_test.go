@@ -56,7 +56,7 @@ func TestKeySameAction(t *testing.T) {
 	refund := &Tool{Name: "refund_order", Identity: []Field{{Path: "orderId"}, {Path: "amount"}, {Path: "customer.id"}}}
 	base := key(t, refund, "run1", `{"orderId":"o-1","amount":10,"customer":{"id":7},"note":"please"}`)
 	same := []string{
-		`{"amount":10,"orderId":"o-1","customer":{"id":7}}`,             // key order, no free text
+		`{"amount":10,"orderId":"o-1","customer":{"id":7}}`,              // key order, no free text
 		`{ "orderId" : "o-1" , "amount" : 10.0, "customer": {"id": 7} }`, // whitespace, 10.0
 		`{"orderId":"o-1","amount":1e1,"customer":{"id":7.0},"note":"rephrased, kindly"}`,
 		`{"customer":{"name":"x","id":7},"amount":1E1,"orderId":"o-1"}`,

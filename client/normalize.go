@@ -132,21 +132,26 @@ func rational(v any) (*big.Rat, error) {
 	return r, nil
 }
 
-// decimalString renders r exactly in shortest decimal form, or "n/d" when
-// it has no finite decimal expansion (which Decimal's inputs never lack:
-// every decimal literal is a finite fraction with a power-of-ten
-// denominator).
+// decimalString renders r exactly in shortest decimal form. A decimal
+// literal's reduced denominator is 2^a * 5^b, which needs max(a, b)
+// fractional digits.
 func decimalString(r *big.Rat) string {
 	if r.IsInt() {
 		return r.Num().String()
 	}
-	// A literal's denominator divides 10^k for k up to its digit count.
-	for prec := 1; prec <= 2*maxNumberText+2000; prec++ {
-		s := r.FloatString(prec)
-		back, _ := new(big.Rat).SetString(s)
-		if back.Cmp(r) == 0 {
-			return s
-		}
+	d := new(big.Int).Set(r.Denom())
+	var a, b int
+	two, five, m := big.NewInt(2), big.NewInt(5), new(big.Int)
+	for m.Mod(d, two).Sign() == 0 {
+		d.Quo(d, two)
+		a++
 	}
-	return r.String()
+	for m.Mod(d, five).Sign() == 0 {
+		d.Quo(d, five)
+		b++
+	}
+	if d.Cmp(big.NewInt(1)) != 0 { // not a decimal fraction; unreachable from a literal
+		return r.String()
+	}
+	return r.FloatString(max(a, b))
 }

@@ -1,0 +1,98 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+)
+
+// A tool is declared with the fields that identify its action. The model
+// calls it twice, rephrasing the free text and drifting the id's type:
+// the reply is sent once.
+func Example() {
+	ctx := context.Background()
+	exec := client.New(ledgermem.New(nil), nil)
+
+	sent := 0
+	err := exec.Register(client.Tool{
+		Name:     "send_reply",
+		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			// Send the reply here, passing inv.DownstreamKey to the provider.
+			sent++
+			return client.Effect{Summary: "reply sent on ticket 42", Ref: "msg_1"}, nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	for _, input := range []string{
+		`{"ticketId": 42, "text": "Your refund is on its way."}`,
+		`{"ticketId": "42", "text": "We have issued your refund!"}`,
+	} {
+		res, err := exec.Execute(ctx, "run-1", client.Call{Tool: "send_reply", Input: json.RawMessage(input), ID: "toolu_01"})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Text)
+	}
+	fmt.Println("replies sent:", sent)
+	// Output:
+	// Done: reply sent on ticket 42
+	// Already done earlier in this run: reply sent on ticket 42. Do not repeat it.
+	// replies sent: 1
+}
+
+// Normalizers keep the model's type drift from making a second action:
+// 10 and "10.00" are the same amount, while 10.01 is another one.
+func ExampleDecimal() {
+	refund := client.Tool{Name: "refund_order", Identity: []client.Field{
+		{Path: "orderId", Norm: client.Integer},
+		{Path: "amount", Norm: client.Decimal},
+	}}
+	key := func(input string) string {
+		k, err := refund.Key("run-1", client.Call{Input: json.RawMessage(input)}, 0)
+		if err != nil {
+			return err.Error()
+		}
+		return k[:12]
+	}
+	fmt.Println(key(`{"orderId": 7, "amount": 10}`) == key(`{"orderId": "7", "amount": "10.00"}`))
+	fmt.Println(key(`{"orderId": 7, "amount": 10}`) == key(`{"orderId": 7, "amount": 10.01}`))
+	fmt.Println(key(`{"amount": 10}`))
+	// Output:
+	// true
+	// false
+	// client: refund_order: field "orderId": missing or null
+}
+
+// A tool marks its errors so the executor knows whether the effect may
+// exist. A definite failure can be retried; the retry gets a new
+// downstream key, because providers replay the failure of a key.
+func ExampleDefinite() {
+	ctx := context.Background()
+	exec := client.New(ledgermem.New(nil), nil)
+	_ = exec.Register(client.Tool{
+		Name:     "charge",
+		Identity: []client.Field{{Path: "orderId", Norm: client.Integer}},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			if inv.Attempt == 1 {
+				return client.Effect{}, client.Definite(errors.New("rate limited before the request was accepted"))
+			}
+			return client.Effect{Summary: "charged order 7"}, nil
+		},
+	})
+	for range 3 {
+		res, _ := exec.Execute(ctx, "run-1", client.Call{Tool: "charge", Input: json.RawMessage(`{"orderId": 7}`)})
+		fmt.Printf("attempt %d: %s\n", res.Attempt, res.Text)
+	}
+	// Output:
+	// attempt 1: Failed, nothing was done: rate limited before the request was accepted. You may retry.
+	// attempt 2: Done: charged order 7
+	// attempt 2: Already done earlier in this run: charged order 7. Do not repeat it.
+}
