@@ -222,6 +222,8 @@ type run struct {
 	id    identity
 	inv   Invocation
 	owner string
+	// claimedAt is the time of the latest claim.
+	claimedAt time.Time
 }
 
 func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID string, call Call) (Result, error) {
@@ -273,6 +275,7 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 		retention = cfg.Retention
 	}
 	r.owner = cfg.NewOwner()
+	r.claimedAt = now
 	return r.e.store.Claim(ctx, ledger.ClaimParams{
 		Key: r.id.key, Tool: r.t.Name, RunID: r.inv.RunID, Owner: r.owner,
 		LeaseUntil: lease, Fingerprint: r.id.fingerprint,
@@ -284,7 +287,10 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error) {
 	r.inv.Attempt = cr.Attempt
 	r.inv.DownstreamKey = DownstreamKey(r.id.key, cr.Attempt)
+	r.inv.AttemptAt = r.claimedAt
 	if cr.MustReconcile() {
+		// The earlier owner may have sent this attempt's key long before.
+		r.inv.AttemptAt = cr.Previous.AttemptAt
 		r.e.n.takeovers.Add(1)
 		if res, done, err := r.reconcile(ctx, cr.Previous.Reason, AlreadyDone); done {
 			return res, err

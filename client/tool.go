@@ -64,6 +64,10 @@ type Invocation struct {
 	// Attempt numbers the tries of this action; it advances only after a
 	// definite failure.
 	Attempt int
+	// AttemptAt is the earliest time this attempt's downstream key may have
+	// been sent (zero: unknown, assume long ago). Reconcilers compare it with
+	// a provider's deduplication window.
+	AttemptAt time.Time
 	// DownstreamKey is the key to hand to the provider (an Idempotency-Key
 	// header, a metadata reference, an external id): Key for the first
 	// attempt, Key + "-" + Attempt for later ones.

@@ -89,7 +89,12 @@ type Record struct {
 	// Attempt is the number of the attempt the current (or next) claim makes.
 	// It starts at 1 and advances only when a definite failure is recorded,
 	// so an ambiguous outcome is always retried with the same downstream key.
-	Attempt   int
+	Attempt int
+	// AttemptAt is when the current attempt number began: the record's
+	// creation, or the definite failure that advanced it. Its downstream
+	// key cannot have been sent before. Claims keep it. Zero when the store
+	// does not track it (reconcilers then assume the worst: long ago).
+	AttemptAt time.Time
 	Summary   string // done: what the model is told
 	Ref       string // done: the provider's object reference
 	Result    []byte // done: optional bounded payload
