@@ -95,9 +95,9 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	if prev != nil && !claimable(prev, &p, now) {
 		return ledger.ClaimResult{Previous: clone(prev)}, nil
 	}
-	attempt := 1
+	attempt, attemptAt := 1, now
 	if prev != nil {
-		attempt = prev.Attempt
+		attempt, attemptAt = prev.Attempt, prev.AttemptAt
 	}
 	s.records[p.Key] = &ledger.Record{
 		Key:         p.Key,
@@ -109,6 +109,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 		ExpiresAt:   ms(p.ExpiresAt),
 		Fingerprint: p.Fingerprint,
 		Attempt:     attempt,
+		AttemptAt:   attemptAt,
 		UpdatedAt:   now,
 	}
 	// prev left the map and was never handed out, so it needs no copy.
@@ -158,6 +159,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 		if f.Definite {
 			r.State = ledger.StateFailed
 			r.Attempt++
+			r.AttemptAt = now
 		}
 	})
 }
