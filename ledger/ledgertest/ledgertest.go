@@ -27,6 +27,9 @@
 //     number are both accepted).
 //   - A claim that takes over a failed record stores the new claim's
 //     fingerprint, owner, lease and expiry and keeps the attempt number.
+//   - Record.AttemptAt is either zero in every record (not tracked) or
+//     exact: the time of the first claim, reset by a definite failure, kept
+//     by every other write, and reported in Previous on a takeover.
 //   - Complete, Fail and Extend with an empty key or owner, Extend with a
 //     zero time, and Get with an empty key return an error wrapping
 //     ledger.ErrInvalid.
@@ -126,6 +129,9 @@ type h struct {
 	s     ledger.Store
 	clock *Clock
 	ctx   context.Context
+	// tracksAttemptAt: whether the store keeps Record.AttemptAt (the
+	// contract lets it leave it zero); 0 until the first record is checked.
+	tracksAttemptAt int
 }
 
 // params returns claim parameters for key and owner with the default tool,
@@ -230,8 +236,40 @@ func (h *h) wantErr(what string, err, target error) {
 // same fails unless got equals want field by field.
 func (h *h) same(what string, got, want *ledger.Record) {
 	h.Helper()
-	if d := diff(got, want); d != "" {
-		h.Errorf("%s: record differs: %s", what, d)
+	d := diff(got, want)
+	if got != nil && want != nil {
+		if a := h.diffAttemptAt(got.AttemptAt, want.AttemptAt); a != "" {
+			d = append(d, a)
+		}
+	}
+	if len(d) > 0 {
+		h.Errorf("%s: record differs: %s", what, strings.Join(d, "; "))
+	}
+}
+
+// diffAttemptAt compares AttemptAt: a store either leaves it zero in every
+// record or keeps it exactly.
+func (h *h) diffAttemptAt(got, want time.Time) string {
+	tracked := !got.IsZero()
+	switch {
+	case h.tracksAttemptAt == 0 && tracked:
+		h.tracksAttemptAt = 1
+	case h.tracksAttemptAt == 0:
+		h.tracksAttemptAt = -1
+	case tracked != (h.tracksAttemptAt == 1):
+		return fmt.Sprintf("AttemptAt = %v, but other records of this store do (not) carry it", got)
+	}
+	if tracked && !got.Equal(want) {
+		return fmt.Sprintf("AttemptAt = %v, want %v", got, want)
+	}
+	return ""
+}
+
+// attemptAt fails unless r carries the attempt time want.
+func (h *h) attemptAt(what string, r *ledger.Record, want time.Time) {
+	h.Helper()
+	if d := h.diffAttemptAt(r.AttemptAt, want); d != "" {
+		h.Errorf("%s: %s", what, d)
 	}
 }
 
@@ -241,15 +279,15 @@ func (h *h) unchanged(what string, want *ledger.Record) {
 	h.same(what+": stored record", h.get(want.Key), want)
 }
 
-// diff describes how got differs from want; "" when equal. Times compare
+// diff lists how got differs from want, AttemptAt aside. Times compare
 // with time.Equal; ExpiresAt at whole seconds; nil and empty results are
 // equal.
-func diff(got, want *ledger.Record) string {
+func diff(got, want *ledger.Record) []string {
 	if got == nil || want == nil {
 		if got == want {
-			return ""
+			return nil
 		}
-		return fmt.Sprintf("got %+v, want %+v", got, want)
+		return []string{fmt.Sprintf("got %+v, want %+v", got, want)}
 	}
 	var d []string
 	field := func(name string, ok bool, g, w any) {
@@ -272,7 +310,7 @@ func diff(got, want *ledger.Record) string {
 	field("Truncated", got.Truncated == want.Truncated, got.Truncated, want.Truncated)
 	field("Reason", got.Reason == want.Reason, short(got.Reason), short(want.Reason))
 	field("UpdatedAt", got.UpdatedAt.Equal(want.UpdatedAt), got.UpdatedAt, want.UpdatedAt)
-	return strings.Join(d, "; ")
+	return d
 }
 
 func short(s string) string {
@@ -283,11 +321,11 @@ func short(s string) string {
 }
 
 // pendingRecord is the record a claim with p at now should store.
-func pendingRecord(p ledger.ClaimParams, attempt int, now time.Time) *ledger.Record {
+func pendingRecord(p ledger.ClaimParams, attempt int, attemptAt, now time.Time) *ledger.Record {
 	return &ledger.Record{
 		Key: p.Key, Tool: p.Tool, RunID: p.RunID, State: ledger.StatePending, Owner: p.Owner,
 		LeaseUntil: p.LeaseUntil, ExpiresAt: p.ExpiresAt, Fingerprint: p.Fingerprint,
-		Attempt: attempt, UpdatedAt: now,
+		Attempt: attempt, AttemptAt: attemptAt, UpdatedAt: now,
 	}
 }
 
@@ -297,13 +335,13 @@ func testClaimAbsent(h *h) {
 	if res.Attempt != 1 || res.Previous != nil || res.MustReconcile() {
 		h.Errorf("Claim on an absent key = %+v, want Attempt 1, Previous nil", res)
 	}
-	h.same("Get after claim", h.get(p.Key), pendingRecord(p, 1, t0))
+	h.same("Get after claim", h.get(p.Key), pendingRecord(p, 1, t0, t0))
 }
 
 func testClaimRepeatPending(h *h) {
 	p := h.params("k-repeat", "owner-a")
 	h.mustClaim(p)
-	want := pendingRecord(p, 1, t0)
+	want := pendingRecord(p, 1, t0, t0)
 	h.clock.Advance(time.Second)
 
 	for _, q := range []ledger.ClaimParams{
@@ -426,7 +464,7 @@ func testConcurrentTakeovers(h *h) {
 func testWrongOwner(h *h) {
 	p := h.params("k-wrong-owner", "owner-a")
 	h.mustClaim(p)
-	want := pendingRecord(p, 1, t0)
+	want := pendingRecord(p, 1, t0, t0)
 	h.clock.Advance(time.Second)
 	h.wantErr("Complete by another owner", h.s.Complete(h.ctx, p.Key, "owner-b", ledger.Completion{Summary: "x"}), ledger.ErrNotOwner)
 	h.wantErr("Fail(definite) by another owner", h.s.Fail(h.ctx, p.Key, "owner-b", ledger.Failure{Definite: true, Reason: "x"}), ledger.ErrNotOwner)
@@ -468,7 +506,7 @@ func testAbsentKeyNotOwner(h *h) {
 func testTakeoverAfterLease(h *h) {
 	p := h.params("k-takeover", "owner-a")
 	h.mustClaim(p)
-	abandoned := pendingRecord(p, 1, t0)
+	abandoned := pendingRecord(p, 1, t0, t0)
 
 	h.clock.Set(p.LeaseUntil.Add(-time.Millisecond))
 	q := h.params(p.Key, "owner-b")
@@ -481,7 +519,7 @@ func testTakeoverAfterLease(h *h) {
 		h.Errorf("takeover of an abandoned claim = %+v, want Attempt 1 and MustReconcile", res)
 	}
 	h.same("Previous of a takeover", res.Previous, abandoned)
-	h.same("Get after takeover", h.get(p.Key), pendingRecord(q, 1, p.LeaseUntil))
+	h.same("Get after takeover", h.get(p.Key), pendingRecord(q, 1, t0, p.LeaseUntil))
 
 	// The first owner is fenced off; the second one settles.
 	h.wantErr("Complete by the old owner", h.s.Complete(h.ctx, p.Key, p.Owner, ledger.Completion{Summary: "late"}), ledger.ErrNotOwner)
@@ -499,8 +537,8 @@ func testFailedClaimable(h *h) {
 	h.clock.Advance(time.Second)
 	h.fail(p.Key, p.Owner, ledger.Failure{Definite: true, Reason: "card declined"})
 	failed := h.get(p.Key)
-	want := pendingRecord(p, 2, t0)
-	want.State, want.LeaseUntil, want.UpdatedAt, want.Reason = ledger.StateFailed, t0.Add(time.Second), t0.Add(time.Second), "card declined"
+	want := pendingRecord(p, 2, t0.Add(time.Second), t0.Add(time.Second))
+	want.State, want.LeaseUntil, want.Reason = ledger.StateFailed, t0.Add(time.Second), "card declined"
 	h.same("failed record", failed, want)
 
 	// A failed record is taken over even with another fingerprint, at once.
@@ -512,7 +550,7 @@ func testFailedClaimable(h *h) {
 		h.Errorf("claim over a failed record = %+v, want Attempt 2 and no reconcile", res)
 	}
 	h.same("Previous of a claim over a failed record", res.Previous, failed)
-	h.same("Get after a claim over a failed record", h.get(p.Key), pendingRecord(q, 2, h.clock.Now()))
+	h.same("Get after a claim over a failed record", h.get(p.Key), pendingRecord(q, 2, t0.Add(time.Second), h.clock.Now()))
 }
 
 func testUncertainClaimable(h *h) {
@@ -521,7 +559,7 @@ func testUncertainClaimable(h *h) {
 	h.clock.Advance(time.Second)
 	h.fail(p.Key, p.Owner, ledger.Failure{Reason: "timeout after send"})
 	uncertain := h.get(p.Key)
-	want := pendingRecord(p, 1, t0)
+	want := pendingRecord(p, 1, t0, t0)
 	want.State, want.LeaseUntil, want.UpdatedAt, want.Reason = ledger.StateUncertain, t0.Add(time.Second), t0.Add(time.Second), "timeout after send"
 	h.same("uncertain record", uncertain, want)
 
@@ -545,7 +583,7 @@ func testUncertainClaimable(h *h) {
 func testAbandonedOtherFingerprint(h *h) {
 	p := h.params("k-abandoned", "owner-a")
 	h.mustClaim(p)
-	abandoned := pendingRecord(p, 1, t0)
+	abandoned := pendingRecord(p, 1, t0, t0)
 	h.clock.Set(p.LeaseUntil.Add(time.Minute))
 	other := h.params(p.Key, "owner-b")
 	other.Fingerprint = "fp-other"
@@ -565,27 +603,40 @@ func testAttemptNumbers(h *h) {
 		{2, ledger.Failure{Reason: "reset"}, 2},
 		{2, ledger.Failure{Definite: true, Reason: "rejected"}, 3},
 	}
+	// AttemptAt: when the first claim or the latest definite failure was.
+	attemptAt := h.clock.Now()
 	for i, st := range steps {
 		p := h.params(key, fmt.Sprintf("owner-%d", i))
 		if res := h.mustClaim(p); res.Attempt != st.claim {
 			h.Errorf("step %d: claim Attempt = %d, want %d", i, res.Attempt, st.claim)
 		}
-		if r := h.get(key); r.Attempt != st.claim {
+		r := h.get(key)
+		if r.Attempt != st.claim {
 			h.Errorf("step %d: stored Attempt after claim = %d, want %d", i, r.Attempt, st.claim)
 		}
+		h.attemptAt(fmt.Sprintf("step %d: after claim", i), r, attemptAt)
 		h.clock.Advance(time.Second)
 		h.fail(key, p.Owner, st.failure)
-		if r := h.get(key); r.Attempt != st.after {
+		if st.failure.Definite {
+			attemptAt = h.clock.Now()
+		}
+		r = h.get(key)
+		if r.Attempt != st.after {
 			h.Errorf("step %d: stored Attempt after %+v = %d, want %d", i, st.failure, r.Attempt, st.after)
 		}
+		h.attemptAt(fmt.Sprintf("step %d: after %+v", i, st.failure), r, attemptAt)
+		h.clock.Advance(time.Second)
 	}
 	// A claim over an abandoned pending record keeps the attempt too.
 	p := h.params(key, "owner-x")
 	h.mustClaim(p)
 	h.clock.Set(p.LeaseUntil)
-	if res := h.mustClaim(h.params(key, "owner-y")); res.Attempt != 3 {
+	res := h.mustClaim(h.params(key, "owner-y"))
+	if res.Attempt != 3 {
 		h.Errorf("takeover of an abandoned claim: Attempt = %d, want 3", res.Attempt)
 	}
+	h.attemptAt("takeover of an abandoned claim: Previous", res.Previous, attemptAt)
+	h.attemptAt("after the takeover of an abandoned claim", h.get(key), attemptAt)
 	h.complete(key, "owner-y", ledger.Completion{Summary: "ok"})
 	if r := h.get(key); r.Attempt != 3 || r.State != ledger.StateDone {
 		h.Errorf("after completion: state %s attempt %d, want done 3", r.State, r.Attempt)
@@ -607,10 +658,11 @@ func testCompleteStores(h *h) {
 	for i, c := range cases {
 		p := h.params(fmt.Sprintf("k-complete-%d", i), "owner-a")
 		p.Fingerprint = fmt.Sprintf("fp-%d", i)
+		claimedAt := h.clock.Now()
 		h.mustClaim(p)
 		h.clock.Advance(1500 * time.Millisecond)
 		h.complete(p.Key, p.Owner, c)
-		want := pendingRecord(p, 1, h.clock.Now())
+		want := pendingRecord(p, 1, claimedAt, h.clock.Now())
 		want.State, want.LeaseUntil = ledger.StateDone, h.clock.Now()
 		want.Summary, want.Ref, want.Result, want.Truncated = c.Summary, c.Ref, c.Result, c.Truncated
 		h.same(fmt.Sprintf("completion %d", i), h.get(p.Key), want)
@@ -651,7 +703,7 @@ func testExtend(h *h) {
 	if err := h.s.Extend(h.ctx, p.Key, p.Owner, newLease); err != nil {
 		h.Fatalf("Extend: %v", err)
 	}
-	want := pendingRecord(p, 1, h.clock.Now())
+	want := pendingRecord(p, 1, t0, h.clock.Now())
 	want.LeaseUntil = newLease
 	h.same("after Extend", h.get(p.Key), want)
 
@@ -863,7 +915,7 @@ func testTooLarge(h *h) {
 	// At the limit a key is fine.
 	p := h.params(strings.Repeat("k", ledger.MaxKeyBytes), "owner-a")
 	h.mustClaim(p)
-	want := pendingRecord(p, 1, t0)
+	want := pendingRecord(p, 1, t0, t0)
 	for _, c := range []struct {
 		field string
 		c     ledger.Completion
@@ -905,7 +957,7 @@ func testInvalid(h *h) {
 
 	p := h.params("k-invalid", "owner-a")
 	h.mustClaim(p)
-	want := pendingRecord(p, 1, t0)
+	want := pendingRecord(p, 1, t0, t0)
 	for _, ko := range [][2]string{{"", p.Owner}, {p.Key, ""}} {
 		key, owner := ko[0], ko[1]
 		what := fmt.Sprintf("(key %q, owner %q)", short(key), owner)
@@ -929,7 +981,7 @@ func testCancelledContext(h *h) {
 	h.absent(p.Key)
 
 	h.mustClaim(p)
-	want := pendingRecord(p, 1, t0)
+	want := pendingRecord(p, 1, t0, t0)
 	h.clock.Advance(time.Second)
 	h.wantErr("Complete with a cancelled context", h.s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "x"}), context.Canceled)
 	h.wantErr("Fail with a cancelled context", h.s.Fail(ctx, p.Key, p.Owner, ledger.Failure{Definite: true}), context.Canceled)
