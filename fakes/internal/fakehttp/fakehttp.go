@@ -1,0 +1,93 @@
+// Package fakehttp holds the plumbing the fake providers share: seeded id
+// generation, capped body reading, JSON answers and the loopback server.
+package fakehttp
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/fakes/fault"
+)
+
+// MaxBody is the largest request body a fake accepts (1 MiB); larger bodies
+// are answered 413.
+const MaxBody = 1 << 20
+
+// ReadBody reads r's body, at most MaxBody bytes. tooLarge reports that the
+// cap was hit; any other failure is a malformed or aborted body.
+func ReadBody(w http.ResponseWriter, r *http.Request) (body []byte, tooLarge bool, err error) {
+	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	return body, errors.As(err, &mbe), err
+}
+
+// Clock returns c, or time.Now when c is nil.
+func Clock(c func() time.Time) func() time.Time {
+	if c == nil {
+		return time.Now
+	}
+	return c
+}
+
+const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// IDs generates provider-style ids from a seeded source, so that a run can
+// be replayed. It is safe for concurrent use.
+type IDs struct {
+	mu   sync.Mutex
+	seed int64
+	rng  *rand.Rand
+}
+
+// NewIDs returns a generator seeded with seed.
+func NewIDs(seed int64) *IDs {
+	g := &IDs{seed: seed}
+	g.Reset()
+	return g
+}
+
+// New returns prefix followed by n random base-62 characters.
+func (g *IDs) New(prefix string, n int) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b := make([]byte, len(prefix), len(prefix)+n)
+	copy(b, prefix)
+	for range n {
+		b = append(b, idAlphabet[g.rng.IntN(len(idAlphabet))])
+	}
+	return string(b)
+}
+
+// Reset restarts the sequence from the seed.
+func (g *IDs) Reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rng = rand.New(rand.NewPCG(uint64(g.seed), 0x1de41d5))
+}
+
+// JSON returns a response with v encoded as JSON and the given content type
+// ("application/json" when empty).
+func JSON(status int, contentType string, v any) fault.Response {
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	body, err := json.Marshal(v)
+	if err != nil {
+		// The fakes only encode their own plain structs; this is a bug.
+		status, body = http.StatusInternalServerError, []byte(`{"error":"fakehttp: cannot encode response"}`)
+	}
+	body = append(body, '\n')
+	return fault.Response{Status: status, Header: http.Header{"Content-Type": {contentType}}, Body: body}
+}
+
+// Start serves h on a new loopback listener (127.0.0.1), like
+// httptest.NewServer.
+func Start(h http.Handler) *httptest.Server {
+	return httptest.NewServer(h)
+}
