@@ -1,0 +1,18 @@
+package ledgerdynamo_test
+
+import (
+	"testing"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	needServer(t)
+	client := newClient(server.endpoint, nil)
+	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+		return ledgerdynamo.New(client, newTable(t, client), &ledgerdynamo.Config{Clock: clock})
+	})
+}

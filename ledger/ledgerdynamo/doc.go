@@ -1,0 +1,120 @@
+// Package ledgerdynamo is a ledger.Store on Amazon DynamoDB
+// (aws-sdk-go-v2), built on conditional writes: the distributed backend of
+// idemkit.
+//
+// # Table
+//
+// One table, created by CreateTable (on-demand capacity):
+//
+//	attribute    type  meaning
+//	pk           S     partition key: the action key
+//	state        S     pending | done | failed | uncertain
+//	owner        S     owner token of the latest claim (fencing)
+//	lease_until  N     milliseconds since the epoch: end of the claim's lease,
+//	                   or when the record was settled
+//	expires_at   N     seconds since the epoch: retention; the table's TTL attribute
+//	fingerprint  S     hash of the validated fields of the claim
+//	summary      S     done: what the model is told
+//	ref          S     done: the provider's object reference
+//	result       B     done: optional bounded payload
+//	truncated    BOOL  done: result was cut to fit
+//	reason       S     failed / uncertain: why
+//	attempts     N     attempt number (advances on a definite failure only)
+//	run_id       S     the agent run
+//	tool         S     the tool
+//	updated_at   N     milliseconds since the epoch: last write
+//
+// The global secondary index state-lease_until, keyed on (state, lease_until),
+// serves List and so the sweeper ("pending with lease_until before now").
+// It projects ALL attributes: List returns whole records as the ledger
+// contract requires, and an INCLUDE projection would have to name every
+// attribute anyway. The price is that a completion's result payload (at most
+// ledger.MaxResultBytes) is written to the index too.
+//
+// An item stays far below DynamoDB's 400 KB: the ledger.Max* limits bound
+// every field (about 270 KB at most), and oversized writes are refused with
+// ledger.ErrTooLarge before any request.
+//
+// # Writes
+//
+// Claim is one conditional UpdateItem. It is an UpdateItem, not a PutItem as
+// the design first sketched, because a claim keeps the attempt number of the
+// record it takes over (attempts = if_not_exists(attempts, 1)) and a PutItem
+// replaces the whole item. The condition: the key is absent, or the live
+// record is failed, or it is uncertain or pending with a lapsed lease and has
+// the same fingerprint. ReturnValues=ALL_OLD gives the record taken over;
+// ReturnValuesOnConditionCheckFailure=ALL_OLD gives the blocking record in
+// the same round trip. Servers that do not return it (dynalite) cost one
+// consistent GetItem more. A record whose retention has run out but that TTL
+// has not deleted yet (TTL lags by up to about two days) is replaced by a
+// second conditional write that restarts the attempt number, as over an
+// absent key.
+//
+// Complete, Fail and Extend are UpdateItems conditional on owner, state
+// pending and expires_at in the future; a false condition is
+// ledger.ErrNotOwner. Get is a consistent GetItem, List a Query on the index
+// (eventually consistent); both treat expired records as absent.
+//
+// # Retries
+//
+// Throttling (ProvisionedThroughputExceeded, ThrottlingException,
+// RequestLimitExceeded), 5xx answers and broken connections are retried with
+// exponential backoff (Config.MaxAttempts, InitialBackoff, MaxBackoff). The
+// Store is the only retry layer: it turns the SDK's retryer off for its
+// requests, because it must know when an attempt's outcome was lost. If a
+// retried write then fails its condition because the lost attempt had in fact
+// been applied, the Store recognises its own write (same owner, the intended
+// state) and reports success; a claim recovered that way reports the record
+// as Previous, so that ClaimResult.MustReconcile makes the caller check the
+// provider first. A false condition is never retried. When the attempts run
+// out, or on any other error, the error wraps ledger.ErrUnavailable and the
+// SDK error.
+//
+// # IAM
+//
+// The least privilege for the application (replace REGION, ACCOUNT and TABLE):
+//
+//	{
+//	  "Version": "2012-10-17",
+//	  "Statement": [
+//	    {
+//	      "Sid": "IdemkitLedgerItems",
+//	      "Effect": "Allow",
+//	      "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+//	      "Resource": "arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE"
+//	    },
+//	    {
+//	      "Sid": "IdemkitLedgerList",
+//	      "Effect": "Allow",
+//	      "Action": ["dynamodb:Query"],
+//	      "Resource": "arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE/index/state-lease_until"
+//	    }
+//	  ]
+//	}
+//
+// and, for the principal that runs CreateTable (setup only):
+//
+//	{
+//	  "Version": "2012-10-17",
+//	  "Statement": [
+//	    {
+//	      "Sid": "IdemkitLedgerSetup",
+//	      "Effect": "Allow",
+//	      "Action": [
+//	        "dynamodb:CreateTable",
+//	        "dynamodb:DescribeTable",
+//	        "dynamodb:DescribeTimeToLive",
+//	        "dynamodb:UpdateTimeToLive"
+//	      ],
+//	      "Resource": "arn:aws:dynamodb:REGION:ACCOUNT:table/TABLE"
+//	    }
+//	  ]
+//	}
+//
+// # Testing
+//
+// The tests run against dynalite, a DynamoDB-compatible server from npm
+// pinned in tools/dynalite, which they start on a loopback port; or against
+// the server named by DYNAMODB_ENDPOINT (with AWS credentials from the
+// environment when set, for real DynamoDB).
+package ledgerdynamo

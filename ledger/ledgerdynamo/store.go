@@ -1,0 +1,412 @@
+package ledgerdynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// API is the part of the DynamoDB client the Store uses; *dynamodb.Client
+// implements it. The Store passes an option to every call that turns the
+// SDK's own retries off (it retries itself, see Config), so an
+// implementation must apply the option functions it is given.
+type API interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Config tunes a Store. The zero value (or nil) gives the defaults.
+type Config struct {
+	// Clock tells the time used in conditions and expiry checks
+	// (default ledger.SystemClock).
+	Clock ledger.Clock
+	// MaxAttempts bounds the attempts of one request when the service
+	// throttles it or its outcome is unknown (5xx, broken connection);
+	// default 5. A failed condition is never retried.
+	MaxAttempts int
+	// InitialBackoff and MaxBackoff pace those attempts: exponential with
+	// jitter, from InitialBackoff (default 25ms) up to MaxBackoff
+	// (default 1s).
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	// ListLimit is the number of records List returns when its filter sets
+	// no Limit (default 1000).
+	ListLimit int
+}
+
+func (c *Config) withDefaults() Config {
+	var d Config
+	if c != nil {
+		d = *c
+	}
+	if d.Clock == nil {
+		d.Clock = ledger.SystemClock{}
+	}
+	if d.MaxAttempts <= 0 {
+		d.MaxAttempts = 5
+	}
+	if d.InitialBackoff <= 0 {
+		d.InitialBackoff = 25 * time.Millisecond
+	}
+	if d.MaxBackoff < d.InitialBackoff {
+		d.MaxBackoff = max(time.Second, d.InitialBackoff)
+	}
+	if d.ListLimit <= 0 {
+		d.ListLimit = 1000
+	}
+	return d
+}
+
+// Store is a ledger.Store on one DynamoDB table (see CreateTable for its
+// schema). It is safe for concurrent use, by any number of processes.
+type Store struct {
+	api   API
+	table string
+	cfg   Config
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// New returns a Store on the table, which must exist (see CreateTable).
+func New(api API, table string, cfg *Config) *Store {
+	return &Store{api: api, table: table, cfg: cfg.withDefaults()}
+}
+
+// claimRounds bounds how often Claim re-evaluates a key whose record
+// changed between its write and its read (a race with other claimers).
+const claimRounds = 4
+
+// Claim claims the key with one conditional UpdateItem. When the condition
+// fails, the blocking record comes from the error (ALL_OLD) or, if the
+// server did not return it, from one consistent GetItem. A record that has
+// expired but not yet been deleted by TTL is replaced by a second write that
+// also restarts the attempt number.
+func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
+	if err := p.Validate(); err != nil {
+		return ledger.ClaimResult{}, err
+	}
+	fresh := false
+	for range claimRounds {
+		now := s.cfg.Clock.Now()
+		var out *dynamodb.UpdateItemOutput
+		err := s.do(ctx, "claim", func(ctx context.Context) (err error) {
+			out, err = s.api.UpdateItem(ctx, s.claimInput(p, now, fresh), noSDKRetry)
+			return err
+		})
+		var cf *conditionFailed
+		if errors.As(err, &cf) {
+			rec, err := s.blocking(ctx, p.Key, cf)
+			switch {
+			case err != nil:
+				return ledger.ClaimResult{}, err
+			case rec == nil: // deleted meanwhile
+				fresh = false
+			case cf.maybeApplied && rec.Owner == p.Owner && rec.State == ledger.StatePending:
+				// An attempt whose answer was lost did claim the key. What it
+				// took over is unknown, so report the record as found: a
+				// pending Previous makes the caller reconcile first.
+				return ledger.ClaimResult{Claimed: true, Attempt: rec.Attempt, Previous: rec}, nil
+			case rec.Expired(now):
+				fresh = true
+			case claimable(rec, p.Fingerprint, now): // changed meanwhile
+				fresh = false
+			default:
+				return ledger.ClaimResult{Previous: rec}, nil
+			}
+			continue
+		}
+		if err != nil {
+			return ledger.ClaimResult{}, err
+		}
+		res := ledger.ClaimResult{Claimed: true, Attempt: 1}
+		if !fresh && len(out.Attributes) > 0 {
+			prev, err := decode(out.Attributes)
+			if err != nil {
+				return ledger.ClaimResult{}, unavailable("claim", err)
+			}
+			res.Attempt = max(prev.Attempt, 1)
+			res.Previous = prev
+		}
+		return res, nil
+	}
+	return ledger.ClaimResult{}, unavailable("claim", fmt.Errorf("key %q changed under %d claim rounds", p.Key, claimRounds))
+}
+
+// claimInput builds the claim's UpdateItem. The update keeps the attempt
+// number (an UpdateItem, not a PutItem, for that reason) and clears what a
+// settled record held. fresh replaces an expired record: its condition is
+// "absent or expired" and the attempt number restarts at 1.
+func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, fresh bool) *dynamodb.UpdateItemInput {
+	attempts := "#attempts = if_not_exists(#attempts, :one)"
+	// In disjunctive form, without parentheses (AND binds tighter than OR):
+	// dynalite's parser takes tens of milliseconds over nested ones.
+	cond := "attribute_not_exists(#pk)" +
+		" OR #state = :failed AND #expires_at > :now_s" +
+		" OR #state = :uncertain AND #fingerprint = :fp AND #expires_at > :now_s" +
+		" OR #state = :pending AND #lease_until <= :now_ms AND #fingerprint = :fp AND #expires_at > :now_s"
+	values := item{
+		":pending": sv(string(ledger.StatePending)), ":owner": sv(p.Owner), ":lease": nv(millis(p.LeaseUntil)),
+		":exp": nv(seconds(p.ExpiresAt)), ":fp": sv(p.Fingerprint), ":tool": sv(p.Tool), ":run": sv(p.RunID),
+		":now_ms": nv(millis(now)), ":now_s": nv(seconds(now)), ":one": nv(1),
+		":failed": sv(string(ledger.StateFailed)), ":uncertain": sv(string(ledger.StateUncertain)),
+	}
+	if fresh {
+		attempts = "#attempts = :one"
+		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s"
+		delete(values, ":failed")
+		delete(values, ":uncertain")
+	}
+	update := "SET #state = :pending, #owner = :owner, #lease_until = :lease, #expires_at = :exp, " +
+		"#fingerprint = :fp, #tool = :tool, #run_id = :run, #updated_at = :now_ms, " + attempts +
+		" REMOVE #summary, #ref, #result, #truncated, #reason"
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(p.Key),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names(update, cond),
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllOld,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// blocking returns the record a failed condition was evaluated against:
+// the one the server returned, or else the current one (nil if absent).
+func (s *Store) blocking(ctx context.Context, key string, cf *conditionFailed) (*ledger.Record, error) {
+	if cf.item == nil {
+		return s.get(ctx, key)
+	}
+	rec, err := decode(cf.item)
+	if err != nil {
+		return nil, unavailable("decode", err)
+	}
+	return rec, nil
+}
+
+// get reads the item with a consistent read; nil when absent (expired
+// records included).
+func (s *Store) get(ctx context.Context, key string) (*ledger.Record, error) {
+	var out *dynamodb.GetItemOutput
+	err := s.do(ctx, "get", func(ctx context.Context) (err error) {
+		out, err = s.api.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName:      aws.String(s.table),
+			Key:            keyOf(key),
+			ConsistentRead: aws.Bool(true),
+		}, noSDKRetry)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	rec, err := decode(out.Item)
+	if err != nil {
+		return nil, unavailable("get", err)
+	}
+	return rec, nil
+}
+
+// Complete records success: state done with the completion's fields, lease
+// released.
+func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Completion) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	set := "SET #state = :done, #lease_until = :now_ms, #updated_at = :now_ms, #truncated = :truncated"
+	values := item{":done": sv(string(ledger.StateDone)), ":truncated": &types.AttributeValueMemberBOOL{Value: c.Truncated}}
+	if c.Summary != "" {
+		set += ", #summary = :summary"
+		values[":summary"] = sv(c.Summary)
+	}
+	if c.Ref != "" {
+		set += ", #ref = :ref"
+		values[":ref"] = sv(c.Ref)
+	}
+	if len(c.Result) > 0 {
+		set += ", #result = :result"
+		values[":result"] = &types.AttributeValueMemberB{Value: c.Result}
+	}
+	return s.settle(ctx, "complete", key, owner, set, values, func(r *ledger.Record) bool {
+		return r.State == ledger.StateDone
+	})
+}
+
+// Fail records a failure: failed (definite, the attempt number advances)
+// or uncertain, lease released.
+func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	state := ledger.StateUncertain
+	set := "SET #state = :state, #lease_until = :now_ms, #updated_at = :now_ms"
+	values := item{}
+	if f.Definite {
+		state = ledger.StateFailed
+		set += ", #attempts = #attempts + :one"
+		values[":one"] = nv(1)
+	}
+	values[":state"] = sv(string(state))
+	if f.Reason != "" {
+		set += ", #reason = :reason"
+		values[":reason"] = sv(f.Reason)
+	}
+	return s.settle(ctx, "fail", key, owner, set, values, func(r *ledger.Record) bool {
+		return r.State == state
+	})
+}
+
+// Extend moves the lease of a pending record the owner holds.
+func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
+	if leaseUntil.IsZero() {
+		return fmt.Errorf("%w: lease is required", ledger.ErrInvalid)
+	}
+	lease := millis(leaseUntil)
+	set := "SET #lease_until = :lease, #updated_at = :now_ms"
+	values := item{":lease": nv(lease)}
+	return s.settle(ctx, "extend", key, owner, set, values, func(r *ledger.Record) bool {
+		return r.State == ledger.StatePending && millis(r.LeaseUntil) == lease
+	})
+}
+
+// settle runs an update conditional on the owner holding the live pending
+// record. A false condition is ErrNotOwner, except when an attempt whose
+// answer was lost had already written it: landed tells from the record.
+func (s *Store) settle(ctx context.Context, op, key, owner, set string, values item, landed func(*ledger.Record) bool) error {
+	if key == "" || owner == "" {
+		return fmt.Errorf("%w: key and owner are required", ledger.ErrInvalid)
+	}
+	now := s.cfg.Clock.Now()
+	cond := "#owner = :owner AND #state = :pending AND #expires_at > :now_s"
+	values[":owner"] = sv(owner)
+	values[":pending"] = sv(string(ledger.StatePending))
+	values[":now_s"] = nv(seconds(now))
+	values[":now_ms"] = nv(millis(now))
+	in := &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(key),
+		UpdateExpression:                    aws.String(set),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            names(set, cond),
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	err := s.do(ctx, op, func(ctx context.Context) error {
+		_, err := s.api.UpdateItem(ctx, in, noSDKRetry)
+		return err
+	})
+	var cf *conditionFailed
+	if !errors.As(err, &cf) {
+		return err
+	}
+	if cf.maybeApplied {
+		rec, err := s.blocking(ctx, key, cf)
+		if err != nil {
+			return err
+		}
+		if rec != nil && rec.Owner == owner && !rec.Expired(now) && landed(rec) {
+			return nil
+		}
+	}
+	return ledger.ErrNotOwner
+}
+
+// Get returns the live record of the key (consistent read), or
+// ledger.ErrNotFound when it is absent or expired.
+func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	if key == "" {
+		return nil, fmt.Errorf("%w: key is required", ledger.ErrInvalid)
+	}
+	rec, err := s.get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil || rec.Expired(s.cfg.Clock.Now()) {
+		return nil, ledger.ErrNotFound
+	}
+	return rec, nil
+}
+
+// List queries the state-lease_until index, one state at a time (all four
+// when the filter sets none), in ascending LeaseUntil within a state.
+// Index reads are eventually consistent: on DynamoDB a write may take a
+// moment to show.
+func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	states := []ledger.State{ledger.StatePending, ledger.StateUncertain, ledger.StateFailed, ledger.StateDone}
+	if f.State != "" {
+		if !f.State.Valid() {
+			return nil, fmt.Errorf("%w: unknown state %q", ledger.ErrInvalid, f.State)
+		}
+		states = []ledger.State{f.State}
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = s.cfg.ListLimit
+	}
+	now := s.cfg.Clock.Now()
+	keyCond := "#state = :state"
+	filter := "#expires_at > :now_s"
+	values := item{":now_s": nv(seconds(now))}
+	if !f.LeaseBefore.IsZero() {
+		// lease_until < LeaseBefore, at millisecond precision: a stored
+		// millisecond m is before t exactly when m < ceil_ms(t).
+		keyCond += " AND #lease_until < :before"
+		before := millis(f.LeaseBefore)
+		if f.LeaseBefore.After(time.UnixMilli(before)) {
+			before++
+		}
+		values[":before"] = nv(before)
+	}
+	if f.RunID != "" {
+		filter += " AND #run_id = :run"
+		values[":run"] = sv(f.RunID)
+	}
+	var recs []ledger.Record
+	for _, state := range states {
+		values[":state"] = sv(string(state))
+		var start item
+		for len(recs) < limit {
+			in := &dynamodb.QueryInput{
+				TableName:                 aws.String(s.table),
+				IndexName:                 aws.String(IndexName),
+				KeyConditionExpression:    aws.String(keyCond),
+				FilterExpression:          aws.String(filter),
+				ExpressionAttributeNames:  names(keyCond, filter),
+				ExpressionAttributeValues: values,
+				ExclusiveStartKey:         start,
+				Limit:                     aws.Int32(int32(min(limit-len(recs), 1000))),
+			}
+			var out *dynamodb.QueryOutput
+			err := s.do(ctx, "list", func(ctx context.Context) (err error) {
+				out, err = s.api.Query(ctx, in, noSDKRetry)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range out.Items {
+				rec, err := decode(it)
+				if err != nil {
+					return nil, unavailable("list", err)
+				}
+				if len(recs) < limit {
+					recs = append(recs, *rec)
+				}
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				break
+			}
+			start = out.LastEvaluatedKey
+		}
+	}
+	return recs, nil
+}
