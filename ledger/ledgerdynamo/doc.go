@@ -20,6 +20,7 @@
 //	truncated    BOOL  done: result was cut to fit
 //	reason       S     failed / uncertain: why
 //	attempts     N     attempt number (advances on a definite failure only)
+//	attempt_at   N     milliseconds since the epoch: when that attempt number began
 //	run_id       S     the agent run
 //	tool         S     the tool
 //	updated_at   N     milliseconds since the epoch: last write
@@ -39,7 +40,8 @@
 //
 // Claim is one conditional UpdateItem. It is an UpdateItem, not a PutItem as
 // the design first sketched, because a claim keeps the attempt number of the
-// record it takes over (attempts = if_not_exists(attempts, 1)) and a PutItem
+// record it takes over (attempts = if_not_exists(attempts, 1), and likewise
+// attempt_at) and a PutItem
 // replaces the whole item. The condition: the key is absent, or the live
 // record is failed, or it is uncertain or pending with a lapsed lease and has
 // the same fingerprint. ReturnValues=ALL_OLD gives the record taken over;

@@ -24,6 +24,7 @@ const (
 	attrTruncated   = "truncated"
 	attrReason      = "reason"
 	attrAttempts    = "attempts"
+	attrAttemptAt   = "attempt_at"
 	attrRunID       = "run_id"
 	attrTool        = "tool"
 	attrUpdatedAt   = "updated_at"
@@ -44,7 +45,8 @@ func nv(v int64) types.AttributeValue {
 
 func keyOf(key string) item { return item{attrKey: sv(key)} }
 
-// Times are stored as integers: lease_until and updated_at in milliseconds,
+// Times are stored as integers: lease_until, attempt_at and updated_at in
+// milliseconds,
 // expires_at in whole seconds (the unit DynamoDB TTL reads), truncated.
 func millis(t time.Time) int64  { return t.UnixMilli() }
 func seconds(t time.Time) int64 { return t.Unix() }
@@ -110,6 +112,9 @@ func decode(it item) (*ledger.Record, error) {
 	}
 	r.Reason = str(attrReason)
 	r.Attempt = int(num(attrAttempts))
+	if _, ok := it[attrAttemptAt]; ok {
+		r.AttemptAt = time.UnixMilli(num(attrAttemptAt)).UTC()
+	}
 	r.RunID = str(attrRunID)
 	r.Tool = str(attrTool)
 	r.UpdatedAt = time.UnixMilli(num(attrUpdatedAt)).UTC()

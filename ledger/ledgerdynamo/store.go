@@ -140,11 +140,11 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 }
 
 // claimInput builds the claim's UpdateItem. The update keeps the attempt
-// number (an UpdateItem, not a PutItem, for that reason) and clears what a
-// settled record held. fresh replaces an expired record: its condition is
-// "absent or expired" and the attempt number restarts at 1.
+// number and its time (an UpdateItem, not a PutItem, for that reason) and
+// clears what a settled record held. fresh replaces an expired record: its
+// condition is "absent or expired" and the attempt restarts at 1, now.
 func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, fresh bool) *dynamodb.UpdateItemInput {
-	attempts := "#attempts = if_not_exists(#attempts, :one)"
+	attempts := "#attempts = if_not_exists(#attempts, :one), #attempt_at = if_not_exists(#attempt_at, :now_ms)"
 	// In disjunctive form, without parentheses (AND binds tighter than OR):
 	// dynalite's parser takes tens of milliseconds over nested ones.
 	cond := "attribute_not_exists(#pk)" +
@@ -158,7 +158,7 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, fresh bool) *dyn
 		":failed": sv(string(ledger.StateFailed)), ":uncertain": sv(string(ledger.StateUncertain)),
 	}
 	if fresh {
-		attempts = "#attempts = :one"
+		attempts = "#attempts = :one, #attempt_at = :now_ms"
 		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s"
 		delete(values, ":failed")
 		delete(values, ":uncertain")
@@ -241,8 +241,8 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 	})
 }
 
-// Fail records a failure: failed (definite, the attempt number advances)
-// or uncertain, lease released.
+// Fail records a failure: failed (definite: the attempt number advances and
+// AttemptAt becomes now) or uncertain, lease released.
 func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) error {
 	if err := f.Validate(); err != nil {
 		return err
@@ -252,7 +252,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 	values := item{}
 	if f.Definite {
 		state = ledger.StateFailed
-		set += ", #attempts = #attempts + :one"
+		set += ", #attempts = #attempts + :one, #attempt_at = :now_ms"
 		values[":one"] = nv(1)
 	}
 	values[":state"] = sv(string(state))
