@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 func runTests(m *testing.M) int {
 	if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
 		server.endpoint = ep
+		defer dropExampleTables()
 		return m.Run()
 	}
 	d, err := startDynalite(context.Background())
@@ -59,6 +60,7 @@ func runTests(m *testing.M) int {
 	default:
 		defer d.stop()
 		server.endpoint = d.endpoint
+		defer dropExampleTables()
 	}
 	return m.Run()
 }

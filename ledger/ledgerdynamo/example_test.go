@@ -1,0 +1,114 @@
+package ledgerdynamo_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+)
+
+// exampleTables are the tables the examples created; TestMain drops them.
+var exampleTables struct {
+	sync.Mutex
+	names []string
+}
+
+// exampleSetup stands for the application's own setup: a client from
+// dynamodb.NewFromConfig(cfg) and a table name. Here the client points at
+// the test server.
+func exampleSetup() (*dynamodb.Client, string) {
+	exampleTables.Lock()
+	defer exampleTables.Unlock()
+	table := fmt.Sprintf("idemkit-example-%d-%d", time.Now().UnixNano(), len(exampleTables.names))
+	exampleTables.names = append(exampleTables.names, table)
+	return newClient(server.endpoint, nil), table
+}
+
+// dropExampleTables deletes the examples' tables.
+func dropExampleTables() {
+	exampleTables.Lock()
+	defer exampleTables.Unlock()
+	client := newClient(server.endpoint, nil)
+	for _, table := range exampleTables.names {
+		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	}
+}
+
+// Create the table once, then claim before acting and record the outcome;
+// a repeat of the action finds it done.
+func Example() {
+	ctx := context.Background()
+	client, table := exampleSetup()
+	if err := ledgerdynamo.CreateTable(ctx, client, table, nil); err != nil {
+		log.Fatal(err)
+	}
+	store := ledgerdynamo.New(client, table, nil)
+
+	now := time.Now()
+	claim := ledger.ClaimParams{
+		Key:         "3f1c...e9", // the action key
+		Tool:        "send_reply",
+		RunID:       "run-1",
+		Owner:       "owner-1", // random per claim
+		LeaseUntil:  now.Add(30 * time.Second),
+		Fingerprint: "fp-ticket-42",
+		ExpiresAt:   now.Add(7 * 24 * time.Hour),
+	}
+	res, err := store.Claim(ctx, claim)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("first call: claimed", res.Claimed, "attempt", res.Attempt)
+
+	// ... send the reply, then:
+	if err := store.Complete(ctx, claim.Key, claim.Owner, ledger.Completion{Summary: "replied to ticket 42", Ref: "msg_7"}); err != nil {
+		log.Fatal(err)
+	}
+
+	// The model calls the tool again.
+	claim.Owner = "owner-2"
+	res, err = store.Claim(ctx, claim)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("repeat: claimed", res.Claimed, "-", res.Previous.State+":", res.Previous.Summary)
+	// Output:
+	// first call: claimed true attempt 1
+	// repeat: claimed false - done: replied to ticket 42
+}
+
+// A sweeper lists the pending claims whose lease has lapsed.
+func ExampleStore_List() {
+	ctx := context.Background()
+	client, table := exampleSetup()
+	if err := ledgerdynamo.CreateTable(ctx, client, table, nil); err != nil {
+		log.Fatal(err)
+	}
+	store := ledgerdynamo.New(client, table, nil)
+
+	now := time.Now()
+	for key, lease := range map[string]time.Duration{"short-lease": time.Second, "long-lease": time.Hour} {
+		_, err := store.Claim(ctx, ledger.ClaimParams{Key: key, Owner: "owner-" + key,
+			LeaseUntil: now.Add(lease), ExpiresAt: now.Add(24 * time.Hour)})
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	// As the sweeper runs a minute later:
+	recs, err := store.List(ctx, ledger.Filter{State: ledger.StatePending, LeaseBefore: now.Add(time.Minute)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, r := range recs {
+		fmt.Println("abandoned:", r.Key)
+	}
+	// Output:
+	// abandoned: short-lease
+}
