@@ -178,7 +178,9 @@ func TestCreateTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)}) })
+	t.Cleanup(func() {
+		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(other)})
+	})
 	if err := ledgerdynamo.CreateTable(ctx, client, other, nil); !errors.Is(err, ledgerdynamo.ErrSchema) {
 		t.Errorf("CreateTable over a table with another key = %v, want ErrSchema", err)
 	}
