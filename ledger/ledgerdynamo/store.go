@@ -55,9 +55,10 @@ func (c *Config) withDefaults() Config {
 	if d.InitialBackoff <= 0 {
 		d.InitialBackoff = 25 * time.Millisecond
 	}
-	if d.MaxBackoff < d.InitialBackoff {
-		d.MaxBackoff = max(time.Second, d.InitialBackoff)
+	if d.MaxBackoff <= 0 {
+		d.MaxBackoff = time.Second
 	}
+	d.MaxBackoff = max(d.MaxBackoff, d.InitialBackoff)
 	if d.ListLimit <= 0 {
 		d.ListLimit = 1000
 	}
@@ -191,8 +192,8 @@ func (s *Store) blocking(ctx context.Context, key string, cf *conditionFailed) (
 	return rec, nil
 }
 
-// get reads the item with a consistent read; nil when absent (expired
-// records included).
+// get reads the item with a consistent read: nil when absent; an expired
+// record is returned as it is.
 func (s *Store) get(ctx context.Context, key string) (*ledger.Record, error) {
 	var out *dynamodb.GetItemOutput
 	err := s.do(ctx, "get", func(ctx context.Context) (err error) {
