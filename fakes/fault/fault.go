@@ -23,8 +23,10 @@
 package fault
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -430,12 +432,32 @@ func (d Decision) Deliver(w http.ResponseWriter, resp Response) {
 
 // Serve applies the whole decision around commit, for fakes without an
 // idempotency layer: Reject, Wait on r's context, commit, Answer, Deliver.
+//
+// For a Delay, Serve first reads r.Body to its end, since net/http notices
+// that a client went away (ending r's context) only once the body was
+// consumed; commit then reads the same bytes, and the same read error if
+// any, from r.Body. Cap the body beforehand (http.MaxBytesReader) if its
+// size matters.
 func (d Decision) Serve(w http.ResponseWriter, r *http.Request, errf ErrorFunc, commit func() Response) {
 	if d.Reject(w, errf) {
 		return
 	}
+	if d.Active && d.Rule.Action == Delay {
+		body, err := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+	}
 	d.Wait(r.Context())
 	d.Deliver(w, d.Answer(commit(), errf))
+}
+
+// errReader replays a read error, or io.EOF.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) {
+	if e.err == nil {
+		return 0, io.EOF
+	}
+	return 0, e.err
 }
 
 func (d Decision) withRetryAfter(resp Response) Response {

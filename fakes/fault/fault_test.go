@@ -177,12 +177,15 @@ func commitServer(t *testing.T, in *fault.Injector) (*httptest.Server, *atomic.I
 	var commits atomic.Int32
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /commit", func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
 		in.Decide(r).Serve(w, r, func(status int, msg string) fault.Response {
 			return fault.Response{Status: status, Header: http.Header{"X-Fault": {"1"}}, Body: []byte(msg)}
 		}, func() fault.Response {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				return fault.Response{Status: 400, Body: []byte(err.Error())}
+			}
 			commits.Add(1)
-			return fault.Response{Status: 201, Body: []byte("committed")}
+			return fault.Response{Status: 201, Body: append([]byte("committed "), body...)}
 		})
 	})
 	srv := httptest.NewServer(mux)
@@ -252,6 +255,9 @@ func TestActionsOverHTTP(t *testing.T) {
 				}
 				if tc.rule.Action != fault.Delay && resp.Header.Get("X-Fault") != "1" {
 					t.Fatalf("answer %q is not the fake's error format", body)
+				}
+				if tc.rule.Action == fault.Delay && body != "committed x" {
+					t.Fatalf("answer %q, want the request body replayed to commit", body)
 				}
 			}
 			if got := commits.Load(); got != tc.wantCommits {

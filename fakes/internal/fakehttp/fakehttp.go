@@ -3,12 +3,15 @@
 package fakehttp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/mail"
 	"sync"
 	"time"
 
@@ -26,6 +29,62 @@ func ReadBody(w http.ResponseWriter, r *http.Request) (body []byte, tooLarge boo
 	var mbe *http.MaxBytesError
 	return body, errors.As(err, &mbe), err
 }
+
+// DecodeJSON reads r's body (at most MaxBody bytes) into v, rejecting empty
+// bodies, unknown fields and trailing data. On failure it returns the status
+// to answer: 413 for an oversized body, 400 otherwise.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) (status int, err error) {
+	body, tooLarge, err := ReadBody(w, r)
+	if tooLarge {
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("request body larger than %d bytes", MaxBody)
+	}
+	if err != nil {
+		return http.StatusBadRequest, fmt.Errorf("reading the body: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return http.StatusBadRequest, errors.New("empty body: a JSON object is required")
+		}
+		return http.StatusBadRequest, fmt.Errorf("malformed JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return http.StatusBadRequest, errors.New("malformed JSON: data after the object")
+	}
+	return 0, nil
+}
+
+// ErrorJSON is the {"error": {"code", "message"}} answer of the mail and CRM
+// fakes.
+func ErrorJSON(status int, code, message string) fault.Response {
+	type body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	return JSON(status, "", map[string]body{"error": {code, message}})
+}
+
+// FaultErrorJSON renders an injected failure with ErrorJSON.
+func FaultErrorJSON(status int, message string) fault.Response {
+	code := "internal_error"
+	switch status {
+	case http.StatusTooManyRequests:
+		code = "rate_limited"
+	case http.StatusServiceUnavailable:
+		code = "unavailable"
+	}
+	return ErrorJSON(status, code, message)
+}
+
+// ValidEmail reports whether s is a bare email address (no display name).
+func ValidEmail(s string) bool {
+	a, err := mail.ParseAddress(s)
+	return err == nil && a.Address == s && len(s) <= 254
+}
+
+// Timestamp formats t as the JSON fakes do: RFC 3339 in UTC.
+func Timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // Clock returns c, or time.Now when c is nil.
 func Clock(c func() time.Time) func() time.Time {

@@ -1,0 +1,149 @@
+// Package testutil holds helpers shared by the fakes' tests: a settable
+// clock, polling with a deadline, and JSON requests.
+package testutil
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Clock is a settable clock, safe for concurrent use.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock set to a fixed instant.
+func NewClock() *Clock { return &Clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// WaitFor polls cond until it holds, failing the test after 5 seconds.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// FreshClient returns a client that never reuses connections, so that a
+// dropped connection is reported instead of being retried by the transport.
+func FreshClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
+}
+
+// Reply is a decoded JSON answer.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   map[string]any
+	Raw    string
+}
+
+// Str returns the string at path in the body ("" if absent).
+func (r Reply) Str(path ...string) string {
+	v, _ := r.Get(path...).(string)
+	return v
+}
+
+// Get returns the value at path in the body (nil if absent).
+func (r Reply) Get(path ...string) any {
+	var cur any = r.Body
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[p]
+	}
+	return cur
+}
+
+// Data returns the body's "data" array of objects.
+func (r Reply) Data() []map[string]any {
+	items, _ := r.Body["data"].([]any)
+	out := make([]map[string]any, len(items))
+	for i, it := range items {
+		out[i], _ = it.(map[string]any)
+	}
+	return out
+}
+
+// IDs returns the "id" of each object.
+func IDs(items []map[string]any) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i], _ = it["id"].(string)
+	}
+	return out
+}
+
+// Do sends method url with body (JSON-encoded unless it is a string or nil)
+// and the given header pairs, and decodes the JSON answer.
+func Do(client *http.Client, method, url string, body any, header ...string) (Reply, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return Reply{}, err
+		}
+		rd = bytes.NewReader(enc)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		return Reply{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Reply{}, err
+	}
+	out := Reply{Status: resp.StatusCode, Header: resp.Header, Raw: string(raw)}
+	if err := json.Unmarshal(raw, &out.Body); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// MustDo is Do failing the test on a transport or decoding error.
+func MustDo(t testing.TB, client *http.Client, method, url string, body any, header ...string) Reply {
+	t.Helper()
+	r, err := Do(client, method, url, body, header...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return r
+}
