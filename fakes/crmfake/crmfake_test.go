@@ -243,6 +243,9 @@ func FuzzUpsert(f *testing.F) {
 			if rec.Code >= 500 {
 				t.Fatalf("%s: status %d", req.URL, rec.Code)
 			}
+			if rec.Code >= 300 && rec.Code < 400 {
+				continue // ServeMux redirects paths with "." or ".." segments
+			}
 			var v map[string]any
 			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
 				t.Fatalf("answer is not JSON: %q", rec.Body)
