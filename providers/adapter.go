@@ -1,0 +1,129 @@
+package providers
+
+import (
+	"context"
+	"time"
+)
+
+// Consistency says how far a provider's lookup can be trusted right after
+// an effect was created.
+type Consistency int
+
+const (
+	// NoLookup: the provider cannot be asked whether an effect exists.
+	NoLookup Consistency = iota
+	// Consistent: a lookup sees every committed effect (a GET by external
+	// id, a list endpoint). A miss is NotFound.
+	Consistent
+	// Eventual: a lookup reads an index that lags behind commits by up to
+	// Capabilities.IndexLag (a search endpoint). A miss is Inconclusive
+	// until Capabilities.Settle says the index has caught up.
+	Eventual
+)
+
+func (c Consistency) String() string {
+	switch c {
+	case Consistent:
+		return "consistent"
+	case Eventual:
+		return "eventual"
+	default:
+		return "none"
+	}
+}
+
+// Capabilities is what an adapter declares about its provider. The
+// reconcile policy is driven by these declarations, never by per-provider
+// code.
+type Capabilities struct {
+	// DedupWindow is how long the provider recognises a repeat of a
+	// request by its downstream key and replays the first answer (Stripe:
+	// 24h). Within it, resending with the same key is a safe way to
+	// reconcile. 0: the provider does not deduplicate.
+	DedupWindow time.Duration
+	// Lookup is the consistency of Adapter.Lookup.
+	Lookup Consistency
+	// IndexLag bounds how far an Eventual lookup lags behind commits.
+	IndexLag time.Duration
+	// Upsert: creating is an upsert by the downstream key (an external
+	// id), so repeating it converges instead of duplicating.
+	Upsert bool
+}
+
+// Settle resolves what an Eventual lookup could not: an empty index read is
+// Inconclusive while the effect, if it exists, may be younger than
+// IndexLag, and means NotFound once it cannot be.
+//
+// No adapter can know the age of an object it did not find, so the caller
+// says when the effect could last have been created: quietSince is the
+// moment after which no request carrying the key can still be executing at
+// the provider. For an action whose attempt ended ambiguously it is when
+// the client gave up on the request (the record's UpdatedAt when it became
+// uncertain); for a claim whose owner vanished it is the lease's end. A
+// caller that knows the provider keeps executing requests after the client
+// gave up adds that bound. Once now is more than IndexLag past quietSince,
+// every effect the key created is in the index, and Settle returns
+// NotFound.
+//
+// Answers other than Inconclusive, and answers of adapters that are not
+// Eventual (whose Inconclusive has other causes, such as a bounded scan
+// that ran out), are returned unchanged.
+func (c Capabilities) Settle(r LookupResult, quietSince, now time.Time) LookupResult {
+	if c.Lookup != Eventual || r.Status != Inconclusive || quietSince.IsZero() {
+		return r
+	}
+	if now.Sub(quietSince) > c.IndexLag {
+		return LookupResult{Status: NotFound}
+	}
+	return r
+}
+
+// LookupStatus is the answer of a lookup.
+type LookupStatus int
+
+const (
+	// Inconclusive: the provider could not tell (an empty search inside
+	// the index lag, a scan that hit its bound). It is the zero value: a
+	// result nobody filled in never claims certainty.
+	Inconclusive LookupStatus = iota
+	// Found: the effect exists; LookupResult.Ref names it.
+	Found
+	// NotFound: the effect certainly does not exist.
+	NotFound
+)
+
+func (s LookupStatus) String() string {
+	switch s {
+	case Found:
+		return "found"
+	case NotFound:
+		return "not found"
+	default:
+		return "inconclusive"
+	}
+}
+
+// LookupResult is what a lookup found.
+type LookupResult struct {
+	Status LookupStatus
+	// Ref is the provider's object reference (Found).
+	Ref string
+	// Summary is one line describing the effect, fit to tell the model
+	// (Found).
+	Summary string
+}
+
+// Adapter is the part of a provider adapter the reconcile policy needs:
+// its declarations, and a way to ask whether the effect a downstream key
+// names exists.
+//
+// Lookup answers with an outcome, not an error: Found, NotFound only when
+// certain, Inconclusive otherwise. It returns an error only when the
+// provider could not be asked or its answer could not be read; the caller
+// then knows nothing more than before. Lookup takes the downstream key
+// exactly as the create request carried it (client.DownstreamKey); it
+// never derives keys of its own.
+type Adapter interface {
+	Capabilities() Capabilities
+	Lookup(ctx context.Context, downstreamKey string) (LookupResult, error)
+}

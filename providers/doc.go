@@ -1,0 +1,19 @@
+// Package providers is the HTTP layer idemkit's provider adapters share, and
+// the small contract (Adapter, Capabilities) through which the reconcile
+// policy asks a provider whether an effect exists.
+//
+// Client sends a request through one retry layer (go-retryablehttp) that
+// carries the downstream key, retries only what cannot make a second effect,
+// and classifies every failure as a *ProviderError: definite (nothing
+// happened), permanent (nothing happened and the same request will fail
+// again) or ambiguous (the effect may exist). The classification follows
+// the request on the wire: a DNS, dial or TLS failure happens before the
+// request can be written and is definite; once a connection was made, a
+// timeout, a reset, a 5xx or a 2xx that cannot be read is ambiguous, and
+// stays so across retries.
+//
+// The adapters live in subpackages, one per mechanism of DESIGN §6:
+// stripe (idempotency header, search and list lookups), mail (reference
+// search), crm (upsert by external id) and idemhttp (any API that honours
+// the IETF Idempotency-Key header).
+package providers
