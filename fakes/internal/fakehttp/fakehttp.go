@@ -41,18 +41,27 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) (status int, err 
 	if err != nil {
 		return http.StatusBadRequest, fmt.Errorf("reading the body: %w", err)
 	}
+	if err := StrictJSON(body, v); err != nil {
+		return http.StatusBadRequest, err
+	}
+	return 0, nil
+}
+
+// StrictJSON decodes body into v, rejecting an empty body, unknown fields
+// and trailing data.
+func StrictJSON(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
-			return http.StatusBadRequest, errors.New("empty body: a JSON object is required")
+			return errors.New("empty body: a JSON object is required")
 		}
-		return http.StatusBadRequest, fmt.Errorf("malformed JSON: %w", err)
+		return fmt.Errorf("malformed JSON: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return http.StatusBadRequest, errors.New("malformed JSON: data after the object")
+		return errors.New("malformed JSON: data after the value")
 	}
-	return 0, nil
+	return nil
 }
 
 // ErrorJSON is the {"error": {"code", "message"}} answer of the mail and CRM
