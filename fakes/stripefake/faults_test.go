@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/fakes/internal/testutil"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
@@ -44,7 +45,7 @@ func TestDropBeforeCommit(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
 	s.Faults.Add(fault.Rule{Route: piRoute, Attempt: 1, Action: fault.DropBeforeCommit})
-	if _, err := send(s, keyedCreate("k", freshClient(5*time.Second))); err == nil {
+	if _, err := send(s, keyedCreate("k", testutil.FreshClient(5*time.Second))); err == nil {
 		t.Fatal("dropped request got an answer")
 	}
 	if n := len(s.Journal()); n != 0 {
@@ -60,7 +61,7 @@ func TestCommitThenDropReplaysOnRetry(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
 	s.Faults.Add(fault.Rule{Route: piRoute, Attempt: 1, Action: fault.CommitThenDrop})
-	if _, err := send(s, keyedCreate("k", freshClient(5*time.Second))); err == nil {
+	if _, err := send(s, keyedCreate("k", testutil.FreshClient(5*time.Second))); err == nil {
 		t.Fatal("dropped request got an answer")
 	}
 	journal := s.Journal()
@@ -109,14 +110,14 @@ func TestDelayCommitsAfterTheClientTimedOut(t *testing.T) {
 	s := start(t, nil)
 	s.Faults.Add(fault.Rule{Route: piRoute, Attempt: 1, Action: fault.Delay, Delay: time.Minute})
 	began := time.Now()
-	if _, err := send(s, keyedCreate("k", freshClient(100*time.Millisecond))); err == nil {
+	if _, err := send(s, keyedCreate("k", testutil.FreshClient(100*time.Millisecond))); err == nil {
 		t.Fatal("the client did not time out")
 	}
-	waitFor(t, "the late commit", func() bool { return len(s.Journal()) == 1 })
+	testutil.WaitFor(t, "the late commit", func() bool { return len(s.Journal()) == 1 })
 	if time.Since(began) > 30*time.Second {
 		t.Fatal("the delay did not end with the client's request")
 	}
-	waitFor(t, "the replay", func() bool {
+	testutil.WaitFor(t, "the replay", func() bool {
 		r := call(t, s, keyedCreate("k", nil))
 		return r.status == http.StatusOK && r.header.Get("Idempotent-Replayed") == "true" && r.str("id") == s.Journal()[0].ID
 	})
@@ -133,7 +134,7 @@ func TestFaultsOnReads(t *testing.T) {
 	s.Faults.Add(fault.Rule{Route: "GET /v1/payment_intents/search", Attempt: 1, Action: fault.DropBeforeCommit})
 	wantError(t, get(t, s, "/v1/payment_intents/"+id), http.StatusInternalServerError, "api_error", "")
 	wantStatus(t, get(t, s, "/v1/payment_intents/"+id), http.StatusOK)
-	if _, err := send(s, request{method: http.MethodGet, path: "/v1/payment_intents/search?query=amount:1000", client: freshClient(5 * time.Second)}); err == nil {
+	if _, err := send(s, request{method: http.MethodGet, path: "/v1/payment_intents/search?query=amount:1000", client: testutil.FreshClient(5 * time.Second)}); err == nil {
 		t.Fatal("dropped search got an answer")
 	}
 }
@@ -150,7 +151,7 @@ func TestRandomFaultsKeepOneEffectPerKey(t *testing.T) {
 		fault.Rule{Route: piRoute, Action: fault.DropBeforeCommit},
 		fault.Rule{Route: piRoute, Action: fault.Delay, Delay: 5 * time.Millisecond},
 	)
-	client := freshClient(5 * time.Second)
+	client := testutil.FreshClient(5 * time.Second)
 	for k := range 20 {
 		key := "key-" + strings.Repeat("x", k)
 		for attempt := 0; ; attempt++ {

@@ -6,34 +6,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
 const testKey = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"
-
-// fakeClock is a settable clock for the fake.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func start(t *testing.T, cfg *stripefake.Config) *stripefake.Server {
 	t.Helper()
@@ -179,21 +157,4 @@ func wantError(t *testing.T, r reply, status int, typ, code string) {
 	if r.str("error", "message") == "" {
 		t.Fatalf("error without message: %s", r.raw)
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// freshClient does not reuse connections, so that a dropped connection is
-// reported to the caller instead of being retried by the transport.
-func freshClient(timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 }

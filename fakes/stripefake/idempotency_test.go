@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/fakes/internal/testutil"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
@@ -77,7 +78,7 @@ func TestValidationErrorsAreNotSaved(t *testing.T) {
 
 func TestKeysExpireAfterTheWindow(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := testutil.NewClock()
 	s := start(t, &stripefake.Config{Clock: clock.Now, KeyWindow: time.Hour})
 	first := post(t, s, "/v1/payment_intents", "k", piForm("1000"))
 	clock.Advance(time.Hour - time.Second)
@@ -119,7 +120,7 @@ func TestInFlightKeyConflicts(t *testing.T) {
 		hr, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/payment_intents", strings.NewReader(piForm("1000").Encode()))
 		hr.Header.Set("Authorization", "Bearer "+testKey)
 		hr.Header.Set("Idempotency-Key", "busy")
-		resp, err := freshClient(0).Do(hr)
+		resp, err := testutil.FreshClient(0).Do(hr)
 		if err == nil {
 			resp.Body.Close()
 		}
@@ -138,8 +139,8 @@ func TestInFlightKeyConflicts(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("the cancelled client got an answer")
 	}
-	waitFor(t, "the late commit", func() bool { return len(s.Journal()) == 1 })
-	waitFor(t, "the key to be released", func() bool {
+	testutil.WaitFor(t, "the late commit", func() bool { return len(s.Journal()) == 1 })
+	testutil.WaitFor(t, "the key to be released", func() bool {
 		return post(t, s, "/v1/payment_intents", "busy", piForm("1000")).header.Get("Idempotent-Replayed") == "true"
 	})
 	if n := len(s.Journal()); n != 1 {

@@ -13,12 +13,13 @@ import (
 
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/fakes/internal/testutil"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
 func TestCreateAndRetrievePaymentIntent(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := testutil.NewClock()
 	s := start(t, &stripefake.Config{Clock: clock.Now})
 	r := post(t, s, "/v1/payment_intents", "k1", piForm("2000",
 		"metadata[idem_key]", "act_1", "payment_method_types[]", "card", "description", "Order 42"))
@@ -192,7 +193,7 @@ func TestChunkedBody(t *testing.T) {
 
 func TestListPagination(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := testutil.NewClock()
 	s := start(t, &stripefake.Config{Clock: clock.Now})
 	var created []string // oldest first
 	for i := range 5 {
@@ -242,7 +243,7 @@ func TestListPagination(t *testing.T) {
 
 func TestSearchLagsAndMatches(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := testutil.NewClock()
 	s := start(t, &stripefake.Config{Clock: clock.Now, SearchLag: time.Minute})
 	a := post(t, s, "/v1/payment_intents", "", piForm("500", "metadata[idem_key]", "key-a", "metadata[tenant]", "acme"))
 	clock.Advance(time.Second)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/fakes/internal/testutil"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
@@ -102,7 +103,7 @@ func TestStripeGoIdempotency(t *testing.T) {
 
 func TestStripeGoObjectsAndErrors(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := testutil.NewClock()
 	s := start(t, &stripefake.Config{Clock: clock.Now, SearchLag: time.Minute})
 	sc := stripeClient(s, 0, nil)
 	ctx := context.Background()
@@ -210,7 +211,7 @@ func TestStripeGoRetriesThroughFaults(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
 	s.Faults.Add(fault.Rule{Route: piRoute, Attempt: 1, Action: fault.CommitThenDrop})
-	sc := stripeClient(s, 2, freshClient(5*time.Second))
+	sc := stripeClient(s, 2, testutil.FreshClient(5*time.Second))
 	pi, err := sc.V1PaymentIntents.Create(context.Background(), createParams("retry-1", 700))
 	if err != nil {
 		t.Fatalf("create through faults: %v (faults %v)", err, s.Faults.Log())
