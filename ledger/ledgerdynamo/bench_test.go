@@ -3,6 +3,7 @@ package ledgerdynamo_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,14 +12,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 )
 
 // BenchmarkRawFloor is the least a claim and a completion cost on the wire:
 // one conditional UpdateItem each, written by hand with the SDK, through the
 // same client as BenchmarkStore.
 func BenchmarkRawFloor(b *testing.B) {
-	client := newClient(server.endpoint, nil)
-	table := newTable(b, client)
+	client := newClient(dynalitetest.Endpoint(b), nil)
+	table := dynalitetest.NewTable(b, client)
 	ctx := context.Background()
 	sv := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	nv := func(v int64) types.AttributeValue {
@@ -57,12 +59,16 @@ func BenchmarkRawFloor(b *testing.B) {
 	}
 }
 
+// benchRuns numbers the runs of a sub-benchmark, which runs several times
+// on one table: each run uses new keys.
+var benchRuns atomic.Int64
+
 // BenchmarkStore measures the Store: fresh is Claim+Complete of a new key
 // (2 requests, as the raw floor); replay is a Claim of a done key (1
 // request where the server returns the old item, 2 on dynalite).
 func BenchmarkStore(b *testing.B) {
-	client := newClient(server.endpoint, nil)
-	store := ledgerdynamo.New(client, newTable(b, client), nil)
+	client := newClient(dynalitetest.Endpoint(b), nil)
+	store := ledgerdynamo.New(client, dynalitetest.NewTable(b, client), nil)
 	ctx := context.Background()
 	var run string // a sub-benchmark runs several times on the table: new keys each time
 	params := func(key string) ledger.ClaimParams {
@@ -72,7 +78,7 @@ func BenchmarkStore(b *testing.B) {
 			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
 	}
 	b.Run("fresh", func(b *testing.B) {
-		run = strconv.FormatInt(tableSeq.Add(1), 10)
+		run = strconv.FormatInt(benchRuns.Add(1), 10)
 		for i := range b.N {
 			p := params("fresh-" + strconv.Itoa(i))
 			if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
@@ -84,7 +90,7 @@ func BenchmarkStore(b *testing.B) {
 		}
 	})
 	b.Run("replay", func(b *testing.B) {
-		run = strconv.FormatInt(tableSeq.Add(1), 10)
+		run = strconv.FormatInt(benchRuns.Add(1), 10)
 		p := params("replay")
 		if _, err := store.Claim(ctx, p); err != nil {
 			b.Fatal(err)

@@ -5,14 +5,14 @@ import (
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	needServer(t)
-	client := newClient(server.endpoint, nil)
+	client := newClient(dynalitetest.Endpoint(t), nil)
 	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
-		return ledgerdynamo.New(client, newTable(t, client), &ledgerdynamo.Config{Clock: clock})
+		return ledgerdynamo.New(client, dynalitetest.NewTable(t, client), &ledgerdynamo.Config{Clock: clock})
 	})
 }

@@ -116,7 +116,9 @@
 // # Testing
 //
 // The tests run against dynalite, a DynamoDB-compatible server from npm
-// pinned in tools/dynalite, which they start on a loopback port; or against
-// the server named by DYNAMODB_ENDPOINT (with AWS credentials from the
-// environment when set, for real DynamoDB).
+// pinned in tools/dynalite, or against the server named by
+// DYNAMODB_ENDPOINT (with AWS credentials from the environment when set,
+// for real DynamoDB). Package dynalitetest provides both to any test:
+// dynalitetest.Main in TestMain, then dynalitetest.Endpoint, NewClient and
+// NewTable in the tests.
 package ledgerdynamo

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
@@ -22,10 +23,9 @@ import (
 // requests c counts, and the clock it reads.
 func newDynamo(t *testing.T) (*ledgerdynamo.Store, *counter, *ledgertest.Clock) {
 	t.Helper()
-	needServer(t)
 	c := newCounter(nil)
-	client := newClient(server.endpoint, c)
-	table := newTable(t, client)
+	client := newClient(dynalitetest.Endpoint(t), c)
+	table := dynalitetest.NewTable(t, client)
 	clock := ledgertest.NewClock(t0)
 	c.take()
 	return ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock}), c, clock
@@ -148,10 +148,9 @@ func TestListPages(t *testing.T) {
 
 func TestCreateTable(t *testing.T) {
 	t.Parallel()
-	needServer(t)
-	client := newClient(server.endpoint, nil)
+	client := newClient(dynalitetest.Endpoint(t), nil)
 	ctx := context.Background()
-	table := newTable(t, client)
+	table := dynalitetest.NewTable(t, client)
 
 	// Idempotent: a second call accepts the table.
 	if err := ledgerdynamo.CreateTable(ctx, client, table, nil); err != nil {
@@ -197,9 +196,8 @@ func (ttlDenied) UpdateTimeToLive(context.Context, *dynamodb.UpdateTimeToLiveInp
 // reported.
 func TestCreateTableTTLError(t *testing.T) {
 	t.Parallel()
-	needServer(t)
-	client := newClient(server.endpoint, nil)
-	table := newTable(t, client)
+	client := newClient(dynalitetest.Endpoint(t), nil)
+	table := dynalitetest.NewTable(t, client)
 	err := ledgerdynamo.CreateTable(context.Background(), ttlDenied{client}, table, nil)
 	var api smithy.APIError
 	if !errors.As(err, &api) || api.ErrorCode() != "AccessDeniedException" {

@@ -4,47 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 )
-
-// exampleTables are the tables the examples created; TestMain drops them.
-var exampleTables struct {
-	sync.Mutex
-	names []string
-}
-
-// exampleSetup stands for the application's own setup: a client from
-// dynamodb.NewFromConfig(cfg) and a table name. Here the client points at
-// the test server.
-func exampleSetup() (*dynamodb.Client, string) {
-	exampleTables.Lock()
-	defer exampleTables.Unlock()
-	table := fmt.Sprintf("idemkit-example-%d-%d", time.Now().UnixNano(), len(exampleTables.names))
-	exampleTables.names = append(exampleTables.names, table)
-	return newClient(server.endpoint, nil), table
-}
-
-// dropExampleTables deletes the examples' tables.
-func dropExampleTables() {
-	exampleTables.Lock()
-	defer exampleTables.Unlock()
-	client := newClient(server.endpoint, nil)
-	for _, table := range exampleTables.names {
-		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-	}
-}
 
 // Create the table once, then claim before acting and record the outcome;
 // a repeat of the action finds it done.
 func Example() {
 	ctx := context.Background()
-	client, table := exampleSetup()
+	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "idemkit-ledger"
 	if err := ledgerdynamo.CreateTable(ctx, client, table, nil); err != nil {
 		log.Fatal(err)
 	}
@@ -86,7 +57,7 @@ func Example() {
 // A sweeper lists the pending claims whose lease has lapsed.
 func ExampleStore_List() {
 	ctx := context.Background()
-	client, table := exampleSetup()
+	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "idemkit-ledger"
 	if err := ledgerdynamo.CreateTable(ctx, client, table, nil); err != nil {
 		log.Fatal(err)
 	}
