@@ -54,7 +54,11 @@
 // through POST /v1/charges. Effect.Key is the Idempotency-Key ("" if none).
 //
 // Search sees an object only Config.SearchLag after its creation, like
-// Stripe's search index; retrieval and list are immediately consistent.
+// Stripe's search index; retrieval and list are immediately consistent. It
+// understands a subset of Stripe's query language: clauses on
+// metadata['key'], status, currency, customer (':' equality, '~' substring)
+// and amount, created (':', '>', '<', '>=', '<='), negated with '-', joined
+// by AND or by OR; metadata['key']:null matches objects without the key.
 package stripefake
 
 import (
