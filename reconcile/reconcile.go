@@ -1,0 +1,247 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/providers"
+)
+
+// Defaults of Config.
+const (
+	DefaultInitialInterval = 100 * time.Millisecond
+	DefaultMaxInterval     = 2 * time.Second
+	DefaultMaxWait         = 10 * time.Second
+	DefaultInFlight        = 30 * time.Second
+)
+
+// ErrNoKey is returned for an invocation that carries neither a downstream
+// key nor an action key: there is nothing to look up.
+var ErrNoKey = errors.New("reconcile: invocation has no key")
+
+// Config tunes a Policy. A nil *Config, or a zero field, means the default.
+type Config struct {
+	// Clock tells the time (default: the system clock). It must be the
+	// clock the invocations' AttemptAt was read from.
+	Clock ledger.Clock
+	// Sleep waits d or until ctx ends (default: a real timer). Tests with
+	// a fake clock pass a function that advances it.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// InitialInterval and MaxInterval bound the exponential backoff
+	// between lookups (defaults DefaultInitialInterval, DefaultMaxInterval).
+	InitialInterval, MaxInterval time.Duration
+	// MaxWait bounds how long one reconciliation keeps looking before it
+	// answers Unknown (default DefaultMaxWait). The executor blocks the
+	// call meanwhile.
+	MaxWait time.Duration
+	// InFlight is how long a provider may still commit a request after the
+	// client gave up on it (default DefaultInFlight). An empty lookup is
+	// conclusive only once that long (plus the index lag of an eventual
+	// lookup) has passed since the reconciliation began.
+	InFlight time.Duration
+	// WindowMargin is kept free at the end of a provider's deduplication
+	// window: a resend is trusted to be deduplicated only while
+	// AttemptAt + DedupWindow - WindowMargin is still ahead (default: a
+	// tenth of the window).
+	WindowMargin time.Duration
+}
+
+// Finding is a Policy's answer: the verdict the executor acts on, and
+// whether a NotFound is conclusive.
+type Finding struct {
+	client.Reconciliation
+	// Absent qualifies VerdictNotFound: the provider's lookup established
+	// that the effect does not exist and no earlier request can still
+	// create it, so the action definitely did not happen. When false, a
+	// NotFound means only that resending with the same downstream key
+	// cannot make a second effect (deduplication window, upsert).
+	Absent bool
+}
+
+// Checker is implemented by reconcilers that can tell a conclusive
+// NotFound from a "resend is safe" one; the Sweeper needs the difference
+// because it cannot resend. Policy implements it.
+type Checker interface {
+	Check(ctx context.Context, inv client.Invocation) (Finding, error)
+}
+
+// Policy is the lookup-before-retry policy for one provider adapter. It
+// implements client.Reconciler and Checker, and is safe for concurrent use.
+type Policy struct {
+	adapter providers.Adapter
+	cfg     Config
+}
+
+var (
+	_ client.Reconciler = (*Policy)(nil)
+	_ Checker           = (*Policy)(nil)
+)
+
+// New returns the policy for adapter, driven by adapter.Capabilities().
+// cfg may be nil.
+func New(adapter providers.Adapter, cfg *Config) *Policy {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Clock == nil {
+		c.Clock = ledger.SystemClock{}
+	}
+	if c.Sleep == nil {
+		c.Sleep = sleep
+	}
+	if c.InitialInterval <= 0 {
+		c.InitialInterval = DefaultInitialInterval
+	}
+	if c.MaxInterval <= 0 {
+		c.MaxInterval = DefaultMaxInterval
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = DefaultMaxWait
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = DefaultInFlight
+	}
+	return &Policy{adapter: adapter, cfg: c}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Reconcile implements client.Reconciler: Check without the distinction
+// between a conclusive and a "resend is safe" NotFound.
+func (p *Policy) Reconcile(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
+	f, err := p.Check(ctx, inv)
+	return f.Reconciliation, err
+}
+
+// Check asks the provider whether the effect of inv exists, as the package
+// documentation describes. It returns an error when the context ends, or
+// when the provider could not be asked at all (its last lookup failed) and
+// no other rule decides.
+func (p *Policy) Check(ctx context.Context, inv client.Invocation) (Finding, error) {
+	key := inv.DownstreamKey
+	if key == "" && inv.Key != "" {
+		key = client.DownstreamKey(inv.Key, inv.Attempt)
+	}
+	if key == "" {
+		return Finding{}, ErrNoKey
+	}
+	caps := p.adapter.Capabilities()
+	quiet := p.cfg.Clock.Now()
+	resend := p.resendSafe(caps, inv.AttemptAt, quiet)
+
+	if caps.Lookup == providers.NoLookup {
+		if resend {
+			return notFound(false), nil
+		}
+		return unknown("the provider offers no lookup and a resend could be a second effect (%s)", p.whyNotResend(caps, inv.AttemptAt)), nil
+	}
+
+	// committed: from then on no earlier request can commit; a certain
+	// NotFound is final. settled: from then on an empty lookup of any kind
+	// is final.
+	committed := quiet.Add(p.cfg.InFlight)
+	settled := committed
+	if caps.Lookup == providers.Eventual {
+		settled = settled.Add(caps.IndexLag)
+	}
+	deadline := quiet.Add(p.cfg.MaxWait)
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.cfg.InitialInterval),
+		backoff.WithMaxInterval(p.cfg.MaxInterval),
+		backoff.WithMaxElapsedTime(0),
+		backoff.WithClockProvider(p.cfg.Clock),
+	)
+	for lookups := 1; ; lookups++ {
+		asked := p.cfg.Clock.Now()
+		res, err := p.adapter.Lookup(ctx, key)
+		if cerr := ctx.Err(); cerr != nil {
+			return Finding{}, fmt.Errorf("reconcile: lookup %s: %w", key, cerr)
+		}
+		switch {
+		case err == nil && res.Status == providers.Found:
+			return Finding{Reconciliation: client.Reconciliation{
+				Verdict: client.VerdictFound,
+				Effect:  client.Effect{Summary: res.Summary, Ref: res.Ref},
+			}}, nil
+		case resend:
+			// The resend is the lookup: the provider replays or converges.
+			return notFound(false), nil
+		case err == nil && res.Status == providers.NotFound && asked.After(committed),
+			err == nil && caps.Lookup == providers.Eventual && asked.After(settled):
+			// Asked after every earlier request had committed (and, for an
+			// empty search, had reached the index): the answer is final.
+			return notFound(true), nil
+		}
+
+		now := p.cfg.Clock.Now()
+		if !now.Before(deadline) {
+			if err != nil {
+				return Finding{}, fmt.Errorf("reconcile: lookup %s: %d lookups in %s, the last failed: %w", key, lookups, now.Sub(quiet), err)
+			}
+			return unknown("the provider did not show the effect in %d lookups over %s, but an earlier request may still commit, or be missing from its index, until %s after the reconciliation began",
+				lookups, now.Sub(quiet), settled.Sub(quiet)), nil
+		}
+		d := b.NextBackOff()
+		for _, at := range []time.Time{committed, settled} {
+			if until := at.Sub(now); until >= 0 && until < d {
+				// Look once more just after an answer can become final.
+				d = until + time.Millisecond
+				break
+			}
+		}
+		d = min(d, deadline.Sub(now))
+		if err := p.cfg.Sleep(ctx, d); err != nil {
+			return Finding{}, fmt.Errorf("reconcile: lookup %s: %w", key, err)
+		}
+	}
+}
+
+// resendSafe reports whether sending the attempt's request again cannot
+// make a second effect at now.
+func (p *Policy) resendSafe(caps providers.Capabilities, attemptAt, now time.Time) bool {
+	if caps.Upsert {
+		return true
+	}
+	if caps.DedupWindow <= 0 || attemptAt.IsZero() {
+		return false
+	}
+	margin := p.cfg.WindowMargin
+	if margin <= 0 {
+		margin = caps.DedupWindow / 10
+	}
+	return now.Before(attemptAt.Add(caps.DedupWindow - margin))
+}
+
+func (p *Policy) whyNotResend(caps providers.Capabilities, attemptAt time.Time) string {
+	switch {
+	case caps.DedupWindow <= 0:
+		return "it does not deduplicate"
+	case attemptAt.IsZero():
+		return "the attempt's start is unknown"
+	}
+	return fmt.Sprintf("the attempt began at %s, near or past the end of its %s deduplication window", attemptAt.UTC().Format(time.RFC3339), caps.DedupWindow)
+}
+
+func notFound(absent bool) Finding {
+	return Finding{Reconciliation: client.Reconciliation{Verdict: client.VerdictNotFound}, Absent: absent}
+}
+
+func unknown(format string, args ...any) Finding {
+	return Finding{Reconciliation: client.Reconciliation{Verdict: client.VerdictUnknown, Reason: fmt.Sprintf(format, args...)}}
+}

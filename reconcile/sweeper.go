@@ -1,0 +1,271 @@
+package reconcile
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// SweeperConfig tunes a Sweeper. A nil *SweeperConfig, or a zero field,
+// means the default.
+type SweeperConfig struct {
+	// Clock tells the time (default: the system clock). It must be the
+	// clock of the executors that wrote the records.
+	Clock ledger.Clock
+	// Lease is how long the sweeper's claim on one record blocks others
+	// while it reconciles (default 2 minutes; keep it above the
+	// reconcilers' MaxWait).
+	Lease time.Duration
+	// MinAge leaves alone uncertain records settled less than MinAge ago
+	// (default 0: every uncertain record).
+	MinAge time.Duration
+	// RunID, when set, limits the sweep to one run's records.
+	RunID string
+	// Limit caps the records listed per state and sweep (default 100).
+	Limit int
+	// Concurrency is how many records are reconciled at once (default 4).
+	Concurrency int
+	// NewOwner returns a fresh owner token per claim (default: 128 random
+	// bits).
+	NewOwner func() string
+}
+
+// Report is what one sweep did. Every examined record is counted in
+// exactly one of Done, Failed, Uncertain and Skipped.
+type Report struct {
+	// Examined: stuck records found (pending with a lapsed lease, or
+	// uncertain).
+	Examined int
+	// Done: the provider had the effect; the record is done.
+	Done int
+	// Failed: the provider conclusively had no effect and no request can
+	// still create it; the record is failed, so a later call may run it.
+	Failed int
+	// Uncertain: the record is left uncertain (the provider could not
+	// tell, the reconciler failed, or only a resend could settle it).
+	Uncertain int
+	// Skipped: another process held or settled the record first, or the
+	// sweeper does not know its tool.
+	Skipped int
+	// Errors: records whose reconciliation or ledger write failed; they
+	// are also counted above (as Uncertain or Skipped).
+	Errors int
+}
+
+// Sweeper reconciles records that calls left behind: pending records whose
+// owner vanished, and uncertain ones. It is safe to run in several
+// processes at once: it claims each record before acting on it.
+type Sweeper struct {
+	store ledger.Store
+	recs  map[string]client.Reconciler
+	cfg   SweeperConfig
+}
+
+// NewSweeper returns a sweeper over store for the given tools (the same
+// tools the executors register; only Name and Reconciler are used). cfg
+// may be nil.
+func NewSweeper(store ledger.Store, tools []client.Tool, cfg *SweeperConfig) *Sweeper {
+	var c SweeperConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Clock == nil {
+		c.Clock = ledger.SystemClock{}
+	}
+	if c.Lease <= 0 {
+		c.Lease = 2 * time.Minute
+	}
+	if c.Limit <= 0 {
+		c.Limit = 100
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.NewOwner == nil {
+		c.NewOwner = randomOwner
+	}
+	recs := make(map[string]client.Reconciler, len(tools))
+	for _, t := range tools {
+		recs[t.Name] = t.Reconciler
+	}
+	return &Sweeper{store: store, recs: recs, cfg: c}
+}
+
+func randomOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Sweep lists the stuck records and reconciles each. The error joins the
+// per-record errors (also counted in Report.Errors); a failed listing
+// returns at once.
+func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
+	now := s.cfg.Clock.Now()
+	pending, err := s.store.List(ctx, ledger.Filter{State: ledger.StatePending, RunID: s.cfg.RunID, LeaseBefore: now, Limit: s.cfg.Limit})
+	if err != nil {
+		return Report{}, fmt.Errorf("reconcile: sweep: list pending: %w", err)
+	}
+	settledBefore := time.Time{} // every uncertain record
+	if s.cfg.MinAge > 0 {
+		settledBefore = now.Add(-s.cfg.MinAge)
+	}
+	uncertain, err := s.store.List(ctx, ledger.Filter{State: ledger.StateUncertain, RunID: s.cfg.RunID, LeaseBefore: settledBefore, Limit: s.cfg.Limit})
+	if err != nil {
+		return Report{}, fmt.Errorf("reconcile: sweep: list uncertain: %w", err)
+	}
+	var (
+		mu   sync.Mutex
+		rep  = Report{Examined: len(pending) + len(uncertain)}
+		errs []error
+		g    errgroup.Group
+	)
+	g.SetLimit(s.cfg.Concurrency)
+	for _, rec := range append(pending, uncertain...) {
+		g.Go(func() error {
+			res, err := s.sweepOne(ctx, rec)
+			mu.Lock()
+			defer mu.Unlock()
+			switch res {
+			case ledger.StateDone:
+				rep.Done++
+			case ledger.StateFailed:
+				rep.Failed++
+			case ledger.StateUncertain:
+				rep.Uncertain++
+			default:
+				rep.Skipped++
+			}
+			if err != nil {
+				rep.Errors++
+				errs = append(errs, err)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return rep, errors.Join(errs...)
+}
+
+// sweepOne settles one stuck record. It returns the state it left the
+// record in ("" when it did not act on it).
+func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State, error) {
+	reconciler, known := s.recs[rec.Tool]
+	if !known {
+		return "", nil
+	}
+	if reconciler == nil && rec.State == ledger.StateUncertain {
+		return ledger.StateUncertain, nil // nothing can settle it
+	}
+	now := s.cfg.Clock.Now()
+	owner := s.cfg.NewOwner()
+	lease := now.Add(s.cfg.Lease)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(lease) {
+		lease = dl
+	}
+	cr, err := s.store.Claim(ctx, ledger.ClaimParams{
+		Key: rec.Key, Tool: rec.Tool, RunID: rec.RunID, Owner: owner, LeaseUntil: lease,
+		Fingerprint: rec.Fingerprint, ExpiresAt: later(rec.ExpiresAt, lease.Add(time.Second)),
+	})
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("reconcile: sweep %s: claim: %w", rec.Key, err)
+	case !cr.Claimed:
+		return "", nil // another process holds it, or it was settled
+	case !cr.MustReconcile():
+		// Between the listing and the claim the record expired or failed:
+		// nothing may exist, and our claim must not block a later call.
+		reason := "reconcile: swept a record that expired"
+		if cr.Previous != nil {
+			reason = cr.Previous.Reason
+		}
+		return "", s.settle(ctx, rec.Key, owner, ledger.Failure{Definite: true, Reason: reason})
+	}
+	prev := cr.Previous
+	if reconciler == nil {
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
+			Reason: fmt.Sprintf("reconcile: the owner's lease ran out and %s has no reconciler", rec.Tool)})
+	}
+	inv := client.Invocation{
+		Tool: rec.Tool, RunID: rec.RunID, Key: rec.Key,
+		Attempt: cr.Attempt, AttemptAt: prev.AttemptAt, DownstreamKey: client.DownstreamKey(rec.Key, cr.Attempt),
+	}
+	f, rerr := check(ctx, reconciler, inv)
+	switch {
+	case rerr != nil:
+		werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: truncate("reconcile: "+rerr.Error(), ledger.MaxReasonBytes)})
+		return ledger.StateUncertain, errors.Join(fmt.Errorf("reconcile: sweep %s: %w", rec.Key, rerr), werr)
+	case f.Verdict == client.VerdictFound:
+		c := ledger.Completion{Summary: truncate(f.Effect.Summary, ledger.MaxSummaryBytes), Ref: f.Effect.Ref, Result: f.Effect.Result}
+		if len(c.Result) > ledger.MaxResultBytes {
+			c.Result, c.Truncated = nil, true
+		}
+		wctx, cancel := writeContext(ctx)
+		defer cancel()
+		if err := s.store.Complete(wctx, rec.Key, owner, c); err != nil {
+			return "", fmt.Errorf("reconcile: sweep %s: record done: %w", rec.Key, err)
+		}
+		return ledger.StateDone, nil
+	case f.Verdict == client.VerdictNotFound && f.Absent:
+		return ledger.StateFailed, s.settle(ctx, rec.Key, owner, ledger.Failure{Definite: true,
+			Reason: "reconcile: the provider has no such effect and no earlier request can still create it"})
+	case f.Verdict == client.VerdictNotFound:
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
+			Reason: "reconcile: the provider would deduplicate a resend; the next call of this action resends it"})
+	default:
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: truncate("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
+	}
+}
+
+// check asks r, through Check when it can tell a conclusive NotFound.
+// Other reconcilers' NotFound is taken as "a resend is safe".
+func check(ctx context.Context, r client.Reconciler, inv client.Invocation) (Finding, error) {
+	if c, ok := r.(Checker); ok {
+		return c.Check(ctx, inv)
+	}
+	rec, err := r.Reconcile(ctx, inv)
+	return Finding{Reconciliation: rec}, err
+}
+
+// writeContext outlives the sweep's context: a record that was claimed is
+// settled even when the sweep is cancelled.
+func writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+}
+
+func (s *Sweeper) settle(ctx context.Context, key, owner string, f ledger.Failure) error {
+	ctx, cancel := writeContext(ctx)
+	defer cancel()
+	if err := s.store.Fail(ctx, key, owner, f); err != nil {
+		return fmt.Errorf("reconcile: sweep %s: record: %w", key, err)
+	}
+	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
