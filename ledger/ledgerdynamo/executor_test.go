@@ -1,0 +1,104 @@
+package ledgerdynamo_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+)
+
+// newExecutor returns an Executor on store with a send_reply tool whose
+// runs it counts.
+func newExecutor(t testing.TB, store ledger.Store) (*client.Executor, *atomic.Int64) {
+	t.Helper()
+	exec := client.New(store, nil)
+	var runs atomic.Int64
+	err := exec.Register(client.Tool{
+		Name:     "send_reply",
+		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			runs.Add(1)
+			return client.Effect{Summary: "replied to ticket 42", Ref: "msg_1"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exec, &runs
+}
+
+func reply(ticket any, text string) client.Call {
+	in, _ := json.Marshal(map[string]any{"ticketId": ticket, "text": text})
+	return client.Call{Tool: "send_reply", Input: in, ID: "toolu_" + text[:4]}
+}
+
+// execute runs call and checks its outcome and the summary it reports.
+func execute(t *testing.T, exec *client.Executor, call client.Call, want client.Outcome) {
+	t.Helper()
+	res, err := exec.Execute(context.Background(), "run-1", call)
+	if err != nil || res.Outcome != want || res.Summary != "replied to ticket 42" {
+		t.Fatalf("Execute = %v %q, %v; want %v", res.Outcome, res.Text, err, want)
+	}
+}
+
+// Requests on the wire for a call through the Executor: a fresh action
+// costs 2 (claim, record), a replay 1 where the server returns the blocking
+// item with the failed condition and 2 where it does not (dynalite).
+func TestExecutorRequests(t *testing.T) {
+	t.Parallel()
+	want := func(t *testing.T, c *counter, what string, counts map[string]int) {
+		t.Helper()
+		if got := c.take(); fmt.Sprint(got) != fmt.Sprint(counts) {
+			t.Errorf("%s: requests %v, want %v", what, got, counts)
+		}
+	}
+
+	t.Run("dynalite", func(t *testing.T) {
+		t.Parallel()
+		c := newCounter(nil)
+		api := newClient(dynalitetest.Endpoint(t), c)
+		exec, runs := newExecutor(t, ledgerdynamo.New(api, dynalitetest.NewTable(t, api), nil))
+		c.take()
+
+		execute(t, exec, reply(42, "first reply"), client.Executed)
+		want(t, c, "fresh action", map[string]int{"UpdateItem": 2})
+		execute(t, exec, reply("42", "reworded reply"), client.AlreadyDone)
+		want(t, c, "replay", map[string]int{"UpdateItem": 1, "GetItem": 1})
+		if n := runs.Load(); n != 1 {
+			t.Errorf("tool ran %d times, want 1", n)
+		}
+	})
+
+	t.Run("old item returned", func(t *testing.T) {
+		t.Parallel()
+		store, c, si := newStandIn(t, nil, ok, ok)
+		exec, runs := newExecutor(t, store)
+
+		execute(t, exec, reply(42, "first reply"), client.Executed)
+		want(t, c, "fresh action", map[string]int{"UpdateItem": 2})
+
+		// The server now holds the done record the first call wrote, and
+		// returns it with the failed condition of the next claim.
+		claim := si.bodies()[0]
+		values := claim["ExpressionAttributeValues"].(map[string]any)
+		p := params(claim["Key"].(map[string]any)["pk"].(map[string]any)["S"].(string), "owner-a")
+		p.Fingerprint = values[":fp"].(map[string]any)["S"].(string)
+		done := record(p, ledger.StateDone)
+		done.Summary, done.Ref = "replied to ticket 42", "msg_1"
+		si.mu.Lock()
+		si.updates = []answer{conditionFailed(wireItem(done))}
+		si.mu.Unlock()
+
+		execute(t, exec, reply("42", "reworded reply"), client.AlreadyDone)
+		want(t, c, "replay", map[string]int{"UpdateItem": 1})
+		if n := runs.Load(); n != 1 {
+			t.Errorf("tool ran %d times, want 1", n)
+		}
+	})
+}
