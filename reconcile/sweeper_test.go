@@ -263,7 +263,10 @@ func TestSweeperThenResume(t *testing.T) {
 	w.shop.mu.Lock()
 	w.shop.effects = map[string]string{}
 	w.shop.mu.Unlock()
-	tool.Run = func(ctx context.Context, inv client.Invocation) (client.Effect, error) { runtime.Goexit(); return client.Effect{}, nil }
+	tool.Run = func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+		runtime.Goexit()
+		return client.Effect{}, nil
+	}
 	exec2 := client.New(w.store, &client.Config{Clock: w.clock, Lease: time.Minute, Wait: -1})
 	if err := exec2.Register(tool); err != nil {
 		t.Fatal(err)
