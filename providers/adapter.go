@@ -16,8 +16,11 @@ const (
 	// id, a list endpoint). A miss is NotFound.
 	Consistent
 	// Eventual: a lookup reads an index that lags behind commits by up to
-	// Capabilities.IndexLag (a search endpoint). A miss is Inconclusive
-	// until Capabilities.Settle says the index has caught up.
+	// Capabilities.IndexLag (a search endpoint). A miss is Inconclusive:
+	// the effect may be younger than the lag. Once IndexLag has passed
+	// since the last request that could create the effect stopped
+	// executing, the index shows every such effect, and an Inconclusive
+	// answer means it does not exist (package reconcile applies this).
 	Eventual
 )
 
@@ -50,41 +53,15 @@ type Capabilities struct {
 	Upsert bool
 }
 
-// Settle resolves what an Eventual lookup could not: an empty index read is
-// Inconclusive while the effect, if it exists, may be younger than
-// IndexLag, and means NotFound once it cannot be.
-//
-// No adapter can know the age of an object it did not find, so the caller
-// says when the effect could last have been created: quietSince is the
-// moment after which no request carrying the key can still be executing at
-// the provider. For an action whose attempt ended ambiguously it is when
-// the client gave up on the request (the record's UpdatedAt when it became
-// uncertain); for a claim whose owner vanished it is the lease's end. A
-// caller that knows the provider keeps executing requests after the client
-// gave up adds that bound. Once now is more than IndexLag past quietSince,
-// every effect the key created is in the index, and Settle returns
-// NotFound.
-//
-// Answers other than Inconclusive, and answers of adapters that are not
-// Eventual (whose Inconclusive has other causes, such as a bounded scan
-// that ran out), are returned unchanged.
-func (c Capabilities) Settle(r LookupResult, quietSince, now time.Time) LookupResult {
-	if c.Lookup != Eventual || r.Status != Inconclusive || quietSince.IsZero() {
-		return r
-	}
-	if now.Sub(quietSince) > c.IndexLag {
-		return LookupResult{Status: NotFound}
-	}
-	return r
-}
-
 // LookupStatus is the answer of a lookup.
 type LookupStatus int
 
 const (
-	// Inconclusive: the provider could not tell (an empty search inside
-	// the index lag, a scan that hit its bound). It is the zero value: a
-	// result nobody filled in never claims certainty.
+	// Inconclusive: the provider could not tell. From an Eventual lookup
+	// it means the index did not show the effect (see Eventual); from a
+	// Consistent one, that a bounded scan ended before it could see
+	// everything. It is the zero value: a result nobody filled in never
+	// claims certainty.
 	Inconclusive LookupStatus = iota
 	// Found: the effect exists; LookupResult.Ref names it.
 	Found

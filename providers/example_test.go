@@ -62,18 +62,3 @@ func ExampleProviderError() {
 	}
 	// Output: ambiguous after 1 attempt
 }
-
-// An eventually consistent lookup that found nothing cannot say "absent"
-// until the index has caught up with every request that could have
-// created the effect.
-func ExampleCapabilities_Settle() {
-	caps := providers.Capabilities{Lookup: providers.Eventual, IndexLag: time.Minute}
-	gaveUp := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC) // the last attempt ended
-	empty := providers.LookupResult{Status: providers.Inconclusive}
-
-	fmt.Println(caps.Settle(empty, gaveUp, gaveUp.Add(20*time.Second)).Status)
-	fmt.Println(caps.Settle(empty, gaveUp, gaveUp.Add(2*time.Minute)).Status)
-	// Output:
-	// inconclusive
-	// not found
-}

@@ -1,0 +1,158 @@
+package stripe
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/idemkit/idemkit/providers"
+)
+
+// PaymentIntentParams are the parameters of a PaymentIntent create.
+type PaymentIntentParams struct {
+	// Amount in the currency's smallest unit (cents). Required.
+	Amount int64
+	// Currency, a lowercase ISO code ("eur"). Required.
+	Currency string
+	// PaymentMethod is the id of the payment method to charge ("pm_...").
+	PaymentMethod string
+	// Confirm confirms the PaymentIntent on creation, charging
+	// PaymentMethod. Without PaymentMethodTypes, a confirmed create
+	// enables automatic payment methods without redirects, since a tool
+	// has no customer to redirect.
+	Confirm bool
+	// PaymentMethodTypes restricts the payment method types ("card").
+	PaymentMethodTypes []string
+	// Description and ReceiptEmail are optional.
+	Description  string
+	ReceiptEmail string
+	// Metadata is added to the object; MetadataKey is reserved.
+	Metadata map[string]string
+}
+
+// PaymentIntent is a PaymentIntent as Stripe returns it (the fields the
+// adapter uses).
+type PaymentIntent struct {
+	ID       string            `json:"id"`
+	Object   string            `json:"object"`
+	Amount   int64             `json:"amount"`
+	Currency string            `json:"currency"`
+	Status   string            `json:"status"`
+	Created  int64             `json:"created"`
+	Metadata map[string]string `json:"metadata"`
+	// Replayed: Stripe answered from its idempotency store
+	// (Idempotent-Replayed): an earlier attempt created the object.
+	Replayed bool `json:"-"`
+}
+
+// Check implements providers.Checker.
+func (p *PaymentIntent) Check() error {
+	if p.Object != "payment_intent" || !strings.HasPrefix(p.ID, "pi_") {
+		return fmt.Errorf("not a payment_intent: object %q, id %q", p.Object, p.ID)
+	}
+	return nil
+}
+
+// Summary describes the PaymentIntent in one line.
+func (p PaymentIntent) Summary() string {
+	return fmt.Sprintf("payment %s of %s (%s)", p.ID, money(p.Amount, p.Currency), p.Status)
+}
+
+func (p PaymentIntent) id() string  { return p.ID }
+func (p PaymentIntent) key() string { return p.Metadata[MetadataKey] }
+
+// PaymentIntents creates PaymentIntents and finds them by downstream key.
+// It implements providers.Adapter.
+type PaymentIntents struct{ a *api }
+
+// Create creates a PaymentIntent with downstreamKey as its Idempotency-Key
+// and metadata[idem_key]. A repeat with the same key and parameters within
+// DedupWindow returns the first PaymentIntent (Replayed set). Failures are
+// *providers.ProviderError; a decline wraps ErrCardDeclined.
+func (s *PaymentIntents) Create(ctx context.Context, downstreamKey string, p PaymentIntentParams) (*PaymentIntent, error) {
+	form := url.Values{}
+	form.Set("amount", strconv.FormatInt(p.Amount, 10))
+	form.Set("currency", p.Currency)
+	if p.PaymentMethod != "" {
+		form.Set("payment_method", p.PaymentMethod)
+	}
+	if p.Confirm {
+		form.Set("confirm", "true")
+		if len(p.PaymentMethodTypes) == 0 {
+			form.Set("automatic_payment_methods[enabled]", "true")
+			form.Set("automatic_payment_methods[allow_redirects]", "never")
+		}
+	}
+	for i, t := range p.PaymentMethodTypes {
+		form.Set("payment_method_types["+strconv.Itoa(i)+"]", t)
+	}
+	if p.Description != "" {
+		form.Set("description", p.Description)
+	}
+	if p.ReceiptEmail != "" {
+		form.Set("receipt_email", p.ReceiptEmail)
+	}
+	if err := setMetadata(form, p.Metadata); err != nil {
+		return nil, invalid("POST /v1/payment_intents", err)
+	}
+	var pi PaymentIntent
+	res, err := s.a.create(ctx, "/v1/payment_intents", downstreamKey, form, &pi)
+	if err != nil {
+		return nil, err
+	}
+	pi.Replayed = res.Header.Get("Idempotent-Replayed") == "true"
+	return &pi, nil
+}
+
+// Capabilities: Stripe replays by key for DedupWindow; the lookup reads a
+// search index that lags by up to SearchLag, completed by a list of the
+// PaymentIntents younger than that.
+func (s *PaymentIntents) Capabilities() providers.Capabilities {
+	return providers.Capabilities{DedupWindow: DedupWindow, Lookup: providers.Eventual, IndexLag: s.a.cfg.SearchLag}
+}
+
+// Lookup finds the PaymentIntent created with downstreamKey. It searches
+// metadata['idem_key'], which covers objects older than SearchLag, then
+// lists the PaymentIntents created in the last SearchLag + ClockSkew,
+// which the index may not show yet. It answers NotFound when both found
+// nothing and the list ended within MaxListPages, Inconclusive when the
+// list was cut: then only the search, once SearchLag has passed since the
+// last request with the key, can tell (see providers.Eventual).
+func (s *PaymentIntents) Lookup(ctx context.Context, downstreamKey string) (providers.LookupResult, error) {
+	// The window is reckoned before the search, so that an object the
+	// index has not shown yet is within it.
+	since := s.a.cfg.Clock().Add(-s.a.cfg.SearchLag - s.a.cfg.ClockSkew).Unix()
+	var page list[PaymentIntent]
+	q := url.Values{"query": {"metadata['" + MetadataKey + "']:'" + quote(downstreamKey) + "'"}, "limit": {"10"}}
+	if err := s.a.get(ctx, "/v1/payment_intents/search", q, &page); err != nil {
+		return providers.LookupResult{}, err
+	}
+	for _, pi := range page.Data {
+		if pi.key() == downstreamKey {
+			return found(pi), nil
+		}
+	}
+	pi, ok, complete, err := scan[PaymentIntent](ctx, s.a, "/v1/payment_intents", url.Values{"created[gte]": {strconv.FormatInt(since, 10)}}, downstreamKey)
+	switch {
+	case err != nil:
+		return providers.LookupResult{}, err
+	case ok:
+		return found(pi), nil
+	case complete:
+		return providers.LookupResult{Status: providers.NotFound}, nil
+	}
+	return providers.LookupResult{Status: providers.Inconclusive}, nil
+}
+
+func found(o object) providers.LookupResult {
+	return providers.LookupResult{Status: providers.Found, Ref: o.id(), Summary: o.Summary()}
+}
+
+// quote escapes a value for a single-quoted search string.
+func quote(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)
+}
+
+var _ providers.Adapter = (*PaymentIntents)(nil)
