@@ -24,6 +24,9 @@ var (
 	// ErrInvalidRequest: the request is malformed (no method or path, a
 	// keyed request without its key); nothing was sent.
 	ErrInvalidRequest = errors.New("providers: invalid request")
+	// ErrNoLookup: the adapter cannot ask its provider whether an effect
+	// exists (Capabilities.Lookup is NoLookup).
+	ErrNoLookup = errors.New("providers: the provider offers no lookup")
 )
 
 // MaxErrorBody caps ProviderError.Body.
