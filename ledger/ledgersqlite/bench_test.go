@@ -1,0 +1,126 @@
+package ledgersqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// The raw floor: the statements a claim and a completion need, issued
+// directly through database/sql on a file with the same schema and PRAGMAs
+// (WAL, synchronous=FULL, busy timeout), prepared, on one connection.
+func BenchmarkRawFloor(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "raw.db")
+	open(b, path, nil).Close() // creates the schema, switches to WAL
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous=FULL")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	prepare := func(q string) *sql.Stmt {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return st
+	}
+	insert := prepare(`INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
+		VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8)`)
+	update := prepare(`UPDATE records SET state = 'done', summary = ?3, ref = ?4, result = ?5, truncated = ?6, lease_until = ?7, updated_at = ?7
+		WHERE key = ?1 AND owner = ?2 AND state = 'pending' AND expires_at > ?7`)
+	conflict := prepare(`INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
+		VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8) ON CONFLICT (key) DO NOTHING`)
+	get := prepare(`SELECT key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at,
+		summary, ref, result, truncated, reason, updated_at FROM records WHERE key = ?1`)
+	claimArgs := func(key string) []any {
+		now := time.Now()
+		return []any{key, "send_reply", "run-1", "owner", now.Add(time.Minute).UnixMilli(), now.Add(time.Hour).UnixMilli(), "fp", now.UnixMilli()}
+	}
+	result := []byte(`{"id":"msg_1"}`)
+	if _, err := insert.ExecContext(ctx, claimArgs("replay")...); err != nil {
+		b.Fatal(err)
+	}
+
+	i := 0 // shared by the runs of -count
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			i++
+			key := "fresh-" + strconv.Itoa(i)
+			if _, err := insert.ExecContext(ctx, claimArgs(key)...); err != nil {
+				b.Fatal(err)
+			}
+			res, err := update.ExecContext(ctx, key, "owner", "sent", "msg_1", result, false, time.Now().UnixMilli())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				b.Fatalf("update changed %d rows", n)
+			}
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := conflict.ExecContext(ctx, claimArgs("replay")...); err != nil {
+				b.Fatal(err)
+			}
+			var (
+				r                   ledger.Record
+				lease, exp, at, upd int64
+			)
+			if err := get.QueryRowContext(ctx, "replay").Scan(&r.Key, &r.Tool, &r.RunID, &r.State, &r.Owner, &lease, &exp, &r.Fingerprint,
+				&r.Attempt, &at, &r.Summary, &r.Ref, &r.Result, &r.Truncated, &r.Reason, &upd); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// The store doing the same: Claim + Complete on a new key, and a Claim on a
+// done key.
+func BenchmarkStore(b *testing.B) {
+	ctx := context.Background()
+	s := open(b, filepath.Join(b.TempDir(), "store.db"), nil)
+	defer s.Close()
+	params := func(key string) ledger.ClaimParams {
+		now := time.Now()
+		return ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: "owner",
+			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+	}
+	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: []byte(`{"id":"msg_1"}`)}
+	if _, err := s.Claim(ctx, params("replay")); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Complete(ctx, "replay", "owner", done); err != nil {
+		b.Fatal(err)
+	}
+
+	i := 0 // shared by the runs of -count
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			i++
+			p := params("fresh-" + strconv.Itoa(i))
+			res, err := s.Claim(ctx, p)
+			if err != nil || !res.Claimed {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+			if err := s.Complete(ctx, p.Key, p.Owner, done); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		for b.Loop() {
+			res, err := s.Claim(ctx, params("replay"))
+			if err != nil || res.Claimed || res.Previous == nil || res.Previous.State != ledger.StateDone {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,27 @@
+package ledgersqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+func open(t testing.TB, path string, cfg *ledgersqlite.Config) *ledgersqlite.Store {
+	t.Helper()
+	s, err := ledgersqlite.Open(context.Background(), path, cfg)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+		return open(t, filepath.Join(t.TempDir(), "ledger.db"), &ledgersqlite.Config{Clock: clock})
+	})
+}
