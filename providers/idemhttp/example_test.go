@@ -1,0 +1,58 @@
+package idemhttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/reconcile"
+)
+
+// An order tool on an API that honours the Idempotency-Key header. The
+// first answer is lost after the order was made; the adapter resends with
+// the same key and the API replays the order instead of making another.
+func Example() {
+	srv := idemfake.NewServer(&idemfake.Config{Seed: 1})
+	defer srv.Close()
+	srv.Faults.Add(fault.Rule{Route: "POST /v1/orders", Attempt: 1, Action: fault.CommitThenDrop})
+	api := idemhttp.New(srv.URL, nil)
+
+	placeOrder := client.Tool{
+		Name:     "place_order",
+		Identity: []client.Field{{Path: "cart", Norm: client.String}},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			var in struct {
+				Cart string `json:"cart"`
+				SKU  string `json:"sku"`
+			}
+			if err := json.Unmarshal(inv.Input, &in); err != nil {
+				return client.Effect{}, client.Permanent(err)
+			}
+			var order struct{ ID, Status string }
+			res, err := api.Post(ctx, inv.DownstreamKey, "/v1/orders", map[string]any{"sku": in.SKU, "quantity": 1}, &order)
+			if err != nil {
+				return client.Effect{}, err
+			}
+			return client.Effect{Summary: fmt.Sprintf("order %s after %d attempts", order.Status, res.Attempts), Ref: order.ID}, nil
+		},
+		Reconciler: reconcile.New(api, nil),
+	}
+	exec := client.New(ledgermem.New(nil), nil)
+	if err := exec.Register(placeOrder); err != nil {
+		panic(err)
+	}
+	res, err := exec.Execute(context.Background(), "run-1", client.Call{Tool: "place_order", Input: json.RawMessage(`{"cart": "c9", "sku": "BOOK-1"}`)})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Text)
+	fmt.Println("orders:", len(srv.Journal()))
+	// Output:
+	// Done: order created after 2 attempts
+	// orders: 1
+}
