@@ -245,7 +245,6 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return nil, s.unavailable("open", err)
 	}
 	s.w.SetMaxOpenConns(1)
-	s.w.SetConnMaxIdleTime(0)
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
