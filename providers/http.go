@@ -216,7 +216,7 @@ type callKey struct{}
 //
 // Not sent or maybe sent: an attempt counts as maybe sent from the moment
 // the transport hands it a connection (httptrace GotConn), since the
-// request bytes may be written any time after (WroteRequest can even fire
+// request bytes may be written any time after (WroteRequest may even fire
 // after a timed-out attempt returned). A DNS, dial or TLS handshake
 // failure comes before that and is definite. Once maybe sent, a timeout, a
 // reset or a 5xx is ambiguous, and stays so whatever later attempts
@@ -254,7 +254,9 @@ func (c *Client) Do(ctx context.Context, r *Request, out any) (*Response, error)
 		return nil, &ProviderError{Op: op, Err: fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
 	}
 	for k, vs := range r.Header {
-		req.Header[k] = append([]string(nil), vs...)
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
 	}
 	if r.ContentType != "" {
 		req.Header.Set("Content-Type", r.ContentType)
@@ -277,7 +279,7 @@ func (c *Client) Do(ctx context.Context, r *Request, out any) (*Response, error)
 	if e == nil {
 		// No attempt reached checkRetry (it always does in
 		// go-retryablehttp); keep the error rather than guess success.
-		e = &ProviderError{Retryable: true, Err: err}
+		e = &ProviderError{Retryable: true, Ambiguous: st.connected.Load(), Err: err}
 	}
 	e.Op = op
 	e.Attempts = st.attempts

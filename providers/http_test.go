@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -182,9 +183,10 @@ func TestNotSentDNSFailure(t *testing.T) {
 func TestNotSentTLSFailure(t *testing.T) {
 	t.Parallel()
 	var reached atomic.Int32
-	s := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached.Add(1) }))
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake failure is expected
+	s.StartTLS()
 	t.Cleanup(s.Close)
-	s.Config.ErrorLog = nil
 	// A client that does not trust the test server's certificate.
 	cfg := testConfig()
 	cfg.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{}}}
