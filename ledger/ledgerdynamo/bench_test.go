@@ -2,6 +2,9 @@ package ledgerdynamo_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -10,50 +13,58 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 )
 
-// BenchmarkRawFloor is the least a claim and a completion cost on the wire:
-// one conditional UpdateItem each, written by hand with the SDK, through the
-// same client as BenchmarkStore.
-func BenchmarkRawFloor(b *testing.B) {
-	client := newClient(dynalitetest.Endpoint(b), nil)
-	table := dynalitetest.NewTable(b, client)
-	ctx := context.Background()
+// rawClaimComplete is the least a claim and a completion cost on the wire:
+// one conditional UpdateItem each, written by hand with the SDK.
+func rawClaimComplete(ctx context.Context, api *dynamodb.Client, table, key string) error {
 	sv := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	nv := func(v int64) types.AttributeValue {
 		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 	}
+	pk := map[string]types.AttributeValue{"pk": sv(key)}
+	now := time.Now()
+	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(table),
+		Key:                      pk,
+		UpdateExpression:         aws.String("SET #s = :pending, #o = :o, lease_until = :l, expires_at = :e, attempts = if_not_exists(attempts, :one)"),
+		ConditionExpression:      aws.String("attribute_not_exists(pk)"),
+		ExpressionAttributeNames: map[string]string{"#s": "state", "#o": "owner"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pending": sv("pending"), ":o": sv("o"), ":one": nv(1),
+			":l": nv(now.Add(time.Minute).UnixMilli()), ":e": nv(now.Add(time.Hour).Unix()),
+		},
+		ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(table),
+		Key:                       pk,
+		UpdateExpression:          aws.String("SET #s = :done, summary = :sum, lease_until = :now"),
+		ConditionExpression:       aws.String("#o = :o AND #s = :pending"),
+		ExpressionAttributeNames:  map[string]string{"#s": "state", "#o": "owner"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":done": sv("done"), ":pending": sv("pending"), ":o": sv("o"), ":sum": sv("ok"), ":now": nv(now.UnixMilli())},
+	})
+	return err
+}
+
+// BenchmarkRawFloor is the least a claim and a completion cost on the wire,
+// through the same client as BenchmarkStore and BenchmarkExecute.
+func BenchmarkRawFloor(b *testing.B) {
+	api := newClient(dynalitetest.Endpoint(b), nil)
+	table := dynalitetest.NewTable(b, api)
+	ctx := context.Background()
+	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		key := map[string]types.AttributeValue{"pk": sv(strconv.Itoa(i))}
-		now := time.Now()
-		_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                aws.String(table),
-			Key:                      key,
-			UpdateExpression:         aws.String("SET #s = :pending, #o = :o, lease_until = :l, expires_at = :e, attempts = if_not_exists(attempts, :one)"),
-			ConditionExpression:      aws.String("attribute_not_exists(pk)"),
-			ExpressionAttributeNames: map[string]string{"#s": "state", "#o": "owner"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pending": sv("pending"), ":o": sv("o"), ":one": nv(1),
-				":l": nv(now.Add(time.Minute).UnixMilli()), ":e": nv(now.Add(time.Hour).Unix()),
-			},
-			ReturnValues: types.ReturnValueAllOld,
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, err = client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 aws.String(table),
-			Key:                       key,
-			UpdateExpression:          aws.String("SET #s = :done, summary = :sum, lease_until = :now"),
-			ConditionExpression:       aws.String("#o = :o AND #s = :pending"),
-			ExpressionAttributeNames:  map[string]string{"#s": "state", "#o": "owner"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":done": sv("done"), ":pending": sv("pending"), ":o": sv("o"), ":sum": sv("ok"), ":now": nv(now.UnixMilli())},
-		})
-		if err != nil {
+		if err := rawClaimComplete(ctx, api, table, strconv.Itoa(i)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -67,10 +78,10 @@ var benchRuns atomic.Int64
 // (2 requests, as the raw floor); replay is a Claim of a done key (1
 // request where the server returns the old item, 2 on dynalite).
 func BenchmarkStore(b *testing.B) {
-	client := newClient(dynalitetest.Endpoint(b), nil)
-	store := ledgerdynamo.New(client, dynalitetest.NewTable(b, client), nil)
+	api := newClient(dynalitetest.Endpoint(b), nil)
+	store := ledgerdynamo.New(api, dynalitetest.NewTable(b, api), nil)
 	ctx := context.Background()
-	var run string // a sub-benchmark runs several times on the table: new keys each time
+	var run string
 	params := func(key string) ledger.ClaimParams {
 		key = run + "-" + key
 		now := time.Now()
@@ -79,6 +90,7 @@ func BenchmarkStore(b *testing.B) {
 	}
 	b.Run("fresh", func(b *testing.B) {
 		run = strconv.FormatInt(benchRuns.Add(1), 10)
+		b.ReportAllocs()
 		for i := range b.N {
 			p := params("fresh-" + strconv.Itoa(i))
 			if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
@@ -98,6 +110,7 @@ func BenchmarkStore(b *testing.B) {
 		if err := store.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "ok"}); err != nil {
 			b.Fatal(err)
 		}
+		b.ReportAllocs()
 		b.ResetTimer()
 		for range b.N {
 			if res, err := store.Claim(ctx, params("replay")); err != nil || res.Claimed || res.Previous.State != ledger.StateDone {
@@ -105,4 +118,92 @@ func BenchmarkStore(b *testing.B) {
 			}
 		}
 	})
+}
+
+// replyCall is a send_reply call (the tool of newExecutor) for a ticket.
+func replyCall(ticket string) client.Call {
+	return client.Call{Tool: "send_reply", ID: "toolu_1",
+		Input: json.RawMessage(`{"ticketId": "` + ticket + `", "text": "Your refund is on its way."}`)}
+}
+
+// BenchmarkExecute measures a call through client.Executor on the Store:
+// fresh is a new action (claim, run a no-op tool, record: 2 requests, as
+// the raw floor); replay repeats a done action (1 request where the server
+// returns the old item, 2 on dynalite).
+func BenchmarkExecute(b *testing.B) {
+	api := newClient(dynalitetest.Endpoint(b), nil)
+	exec, _ := newExecutor(b, ledgerdynamo.New(api, dynalitetest.NewTable(b, api), nil))
+	ctx := context.Background()
+	b.Run("fresh", func(b *testing.B) {
+		run := "run-" + strconv.FormatInt(benchRuns.Add(1), 10)
+		b.ReportAllocs()
+		for i := range b.N {
+			res, err := exec.Execute(ctx, run, replyCall(strconv.Itoa(i)))
+			if err != nil || res.Outcome != client.Executed {
+				b.Fatalf("Execute = %v, %v", res.Outcome, err)
+			}
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		run := "run-" + strconv.FormatInt(benchRuns.Add(1), 10)
+		if _, err := exec.Execute(ctx, run, replyCall("42")); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			res, err := exec.Execute(ctx, run, replyCall("42"))
+			if err != nil || res.Outcome != client.AlreadyDone {
+				b.Fatalf("Execute = %v, %v", res.Outcome, err)
+			}
+		}
+	})
+}
+
+// BenchmarkFreshPaired runs the raw floor, a Store Claim+Complete and a
+// fresh Execute in turn in every iteration, on one table, and reports
+// each one's time per op and their ratios to the floor. On a shared
+// machine, where separate benchmarks drift apart with the load, the
+// paired ratios are the stable figures. The Store's keys and fingerprint
+// have the executor's sizes (64 hex characters), so execute/store is the
+// executor's own share.
+func BenchmarkFreshPaired(b *testing.B) {
+	api := newClient(dynalitetest.Endpoint(b), nil)
+	table := dynalitetest.NewTable(b, api)
+	store := ledgerdynamo.New(api, table, nil)
+	exec, _ := newExecutor(b, store)
+	ctx := context.Background()
+	run := strconv.FormatInt(benchRuns.Add(1), 10)
+	hex64 := func(prefix string, i int) string { // the size of an action key
+		sum := sha256.Sum256([]byte(prefix + run + "-" + strconv.Itoa(i)))
+		return hex.EncodeToString(sum[:])
+	}
+	var raw, st, ex time.Duration
+	for i := range b.N {
+		t0 := time.Now()
+		if err := rawClaimComplete(ctx, api, table, "raw-"+run+"-"+strconv.Itoa(i)); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		p := ledger.ClaimParams{Key: hex64("s", i), Tool: "send_reply", RunID: "run-" + run, Owner: hex64("o", i)[:32],
+			LeaseUntil: t1.Add(time.Minute), Fingerprint: hex64("f", 0), ExpiresAt: t1.Add(time.Hour)}
+		if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
+			b.Fatalf("Claim = %+v, %v", res, err)
+		}
+		if err := store.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "replied to ticket 42", Ref: "msg_1"}); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if res, err := exec.Execute(ctx, "run-"+run, replyCall(strconv.Itoa(i))); err != nil || res.Outcome != client.Executed {
+			b.Fatalf("Execute = %v, %v", res.Outcome, err)
+		}
+		t3 := time.Now()
+		raw, st, ex = raw+t1.Sub(t0), st+t2.Sub(t1), ex+t3.Sub(t2)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(raw)/n, "raw-ns/op")
+	b.ReportMetric(float64(st)/n, "store-ns/op")
+	b.ReportMetric(float64(ex)/n, "execute-ns/op")
+	b.ReportMetric(float64(st)/float64(raw), "store/raw")
+	b.ReportMetric(float64(ex)/float64(raw), "execute/raw")
 }
