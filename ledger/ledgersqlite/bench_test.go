@@ -3,11 +3,13 @@ package ledgersqlite_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -120,6 +122,47 @@ func BenchmarkStore(b *testing.B) {
 			res, err := s.Claim(ctx, params("replay"))
 			if err != nil || res.Claimed || res.Previous == nil || res.Previous.State != ledger.StateDone {
 				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+		}
+	})
+}
+
+// The executor doing the same through the store: key derivation, claim,
+// the tool (which does nothing), and the record; and a replay of a done
+// call. Compare with BenchmarkRawFloor in the same run.
+func BenchmarkExecute(b *testing.B) {
+	ctx := context.Background()
+	s := open(b, filepath.Join(b.TempDir(), "exec.db"), nil)
+	defer s.Close()
+	exec := client.New(s, nil)
+	if err := exec.Register(client.Tool{
+		Name:     "send_reply",
+		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
+		Run: func(context.Context, client.Invocation) (client.Effect, error) {
+			return client.Effect{Summary: "sent", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
+		},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	call := func(ticket string) client.Call {
+		return client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + ticket + `","text":"Your refund is on its way."}`)}
+	}
+	if r, err := exec.Execute(ctx, "run-1", call("replay")); err != nil || r.Outcome != client.Executed {
+		b.Fatal(r, err)
+	}
+	i := 0
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			i++
+			if r, err := exec.Execute(ctx, "run-1", call(strconv.Itoa(i))); err != nil || r.Outcome != client.Executed {
+				b.Fatal(r, err)
+			}
+		}
+	})
+	b.Run("replay", func(b *testing.B) {
+		for b.Loop() {
+			if r, err := exec.Execute(ctx, "run-1", call("replay")); err != nil || r.Outcome != client.AlreadyDone {
+				b.Fatal(r, err)
 			}
 		}
 	})
