@@ -16,8 +16,13 @@
 //     cannot make a second effect: the provider upserts by that key, or the
 //     attempt began (Invocation.AttemptAt) inside the provider's
 //     deduplication window, minus Config.WindowMargin. There the resend
-//     itself is the lookup: the provider replays the first answer. One
-//     lookup is still made first, so a found effect is reported as found.
+//     itself is the lookup: the provider replays the first answer. A
+//     lookup is still made first, so that a found effect is reported as
+//     found; when the lookup fails it is retried for up to Config.MaxWait
+//     before the resend is left to decide. (A resend that the provider
+//     refuses before processing it — a 429, a 409 while the first request
+//     is still in flight — says nothing about the first request: the
+//     caller must not read its refusal as "nothing happened".)
 //   - NotFound when the lookup is conclusive and no earlier request can
 //     still commit (see below). The executor then runs the tool again with
 //     the same downstream key; the sweeper marks the record failed.

@@ -179,7 +179,7 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation) (Finding, err
 				Verdict: client.VerdictFound,
 				Effect:  client.Effect{Summary: res.Summary, Ref: res.Ref},
 			}}, nil
-		case resend:
+		case err == nil && resend:
 			// The resend is the lookup: the provider replays or converges.
 			return notFound(false), nil
 		case err == nil && res.Status == providers.NotFound && asked.After(committed),
@@ -191,6 +191,10 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation) (Finding, err
 
 		now := p.cfg.Clock.Now()
 		if !now.Before(deadline) {
+			if resend {
+				// The provider could not be asked; the resend asks it.
+				return notFound(false), nil
+			}
 			if err != nil {
 				return Finding{}, fmt.Errorf("reconcile: lookup %s: %d lookups in %s, the last failed: %w", key, lookups, now.Sub(quiet), err)
 			}

@@ -246,6 +246,9 @@ func TestLookupErrors(t *testing.T) {
 		if err != nil || f.Verdict != client.VerdictNotFound || f.Absent {
 			t.Fatalf("Check = %+v, %v; want a resend", f, err)
 		}
+		if p.count() < 3 {
+			t.Errorf("%d lookups: a failed lookup is retried before the resend decides", p.count())
+		}
 	})
 }
 
