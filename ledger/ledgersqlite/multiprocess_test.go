@@ -48,7 +48,7 @@ func TestMultiProcessClaims(t *testing.T) {
 		stop    = make(chan struct{}) // closed when the test stops listening
 	)
 	for id := range children {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+		cmd := exec.CommandContext(ctx, os.Args[0])
 		cmd.Env = append(os.Environ(), envRole+"=claimer", envDB+"="+path, envID+"="+strconv.Itoa(id))
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
@@ -156,16 +156,26 @@ func TestMultiProcessClaims(t *testing.T) {
 	t.Logf("wins per process: %v", winners)
 }
 
-// TestHelperProcess is the body of the child processes of
-// TestMultiProcessClaims; run directly, it skips.
-func TestHelperProcess(t *testing.T) {
-	if os.Getenv(envRole) != "claimer" {
-		t.Skip("helper process of TestMultiProcessClaims")
+// TestMain runs the body of a child process of TestMultiProcessClaims
+// when the environment asks for one, and the tests otherwise.
+func TestMain(m *testing.M) {
+	if os.Getenv(envRole) == "claimer" {
+		if err := claimer(); err != nil {
+			fmt.Fprintln(os.Stderr, "claimer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
+	os.Exit(m.Run())
+}
+
+// claimer opens the database and claims each key read from stdin,
+// answering "CLAIM <key> won|lost".
+func claimer() error {
 	ctx := context.Background()
 	s, err := ledgersqlite.Open(ctx, os.Getenv(envDB), nil)
 	if err != nil {
-		t.Fatalf("Open: %v", err)
+		return fmt.Errorf("open: %w", err)
 	}
 	defer s.Close()
 	fmt.Println("READY")
@@ -175,7 +185,7 @@ func TestHelperProcess(t *testing.T) {
 		key := in.Text()
 		res, err := s.Claim(ctx, claimParams(key, "child-"+id))
 		if err != nil {
-			t.Fatalf("Claim %s: %v", key, err)
+			return fmt.Errorf("claim %s: %w", key, err)
 		}
 		outcome := "lost"
 		if res.Claimed {
@@ -183,6 +193,7 @@ func TestHelperProcess(t *testing.T) {
 		}
 		fmt.Println("CLAIM", key, outcome)
 	}
+	return in.Err()
 }
 
 func claimParams(key, owner string) ledger.ClaimParams {
