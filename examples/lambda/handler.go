@@ -1,0 +1,257 @@
+// Command lambda is an AWS Lambda function that executes the tool calls of
+// an AI agent through idemkit, with its ledger on DynamoDB: however often
+// an invocation is repeated (an async retry, a client retry after a
+// timeout, the model calling the tool again), each action happens once.
+//
+// An invocation carries the tool_use blocks of one assistant turn and
+// returns one tool_result block per call, ready to send back to Claude:
+//
+//	{"run_id": "run-1", "tool_calls": [{"type": "tool_use", "id": "toolu_01",
+//	  "name": "refund_payment", "input": {"payment_intent": "pi_123", "amount": 1000}}]}
+//
+//	{"tool_results": [{"type": "tool_result", "tool_use_id": "toolu_01",
+//	  "content": "Done: refund re_1 of EUR 10.00 for pi_123 (succeeded)", "is_error": false}]}
+//
+// The Executor is built once per execution environment (cold start) from
+// the environment variables that EnvFrom reads. Each claim's lease ends
+// with the invocation's deadline at the latest (the context's deadline), so
+// when an invocation times out in the middle of a refund, a retry after the
+// deadline takes the record over and asks Stripe whether the refund exists
+// before acting again. See README.md for deployment.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/providers/stripe"
+	"github.com/idemkit/idemkit/reconcile"
+)
+
+// Event is one invocation: the tool calls of one assistant turn of a run.
+type Event struct {
+	// RunID scopes the action keys: the same action in the same run
+	// happens once. Required.
+	RunID     string    `json:"run_id"`
+	ToolCalls []ToolUse `json:"tool_calls"`
+}
+
+// ToolUse is a Claude tool_use content block.
+type ToolUse struct {
+	Type  string          `json:"type,omitempty"` // "tool_use"
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// Response holds one tool_result block per tool call, in the order of the
+// calls.
+type Response struct {
+	ToolResults []ToolResult `json:"tool_results"`
+}
+
+// ToolResult is a Claude tool_result content block.
+type ToolResult struct {
+	Type      string `json:"type"` // "tool_result"
+	ToolUseID string `json:"tool_use_id"`
+	Content   string `json:"content"`
+	IsError   bool   `json:"is_error"`
+}
+
+// Env is the configuration the function reads from its environment.
+type Env struct {
+	// Table is the ledger table (IDEMKIT_TABLE). Required.
+	Table string
+	// DynamoDBEndpoint overrides the DynamoDB endpoint (DYNAMODB_ENDPOINT),
+	// for a local DynamoDB-compatible server. Empty: the region's endpoint.
+	DynamoDBEndpoint string
+	// StripeBaseURL is the Stripe API (STRIPE_BASE_URL, default
+	// DefaultStripeBaseURL).
+	StripeBaseURL string
+	// StripeAPIKey is the secret key (STRIPE_API_KEY). Required.
+	StripeAPIKey string
+}
+
+// MaxLambdaTimeout is the longest timeout a Lambda function can have.
+const MaxLambdaTimeout = 15 * time.Minute
+
+// DefaultStripeBaseURL is Stripe's API.
+const DefaultStripeBaseURL = "https://api.stripe.com"
+
+// ErrConfig is matched by the errors of EnvFrom.
+var ErrConfig = errors.New("lambda: configuration")
+
+// EnvFrom reads the configuration with getenv (os.Getenv in main).
+func EnvFrom(getenv func(string) string) (Env, error) {
+	env := Env{
+		Table:            getenv("IDEMKIT_TABLE"),
+		DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
+		StripeBaseURL:    getenv("STRIPE_BASE_URL"),
+		StripeAPIKey:     getenv("STRIPE_API_KEY"),
+	}
+	if env.StripeBaseURL == "" {
+		env.StripeBaseURL = DefaultStripeBaseURL
+	}
+	var missing []string
+	if env.Table == "" {
+		missing = append(missing, "IDEMKIT_TABLE")
+	}
+	if env.StripeAPIKey == "" {
+		missing = append(missing, "STRIPE_API_KEY")
+	}
+	if len(missing) > 0 {
+		return Env{}, fmt.Errorf("%w: %v not set", ErrConfig, missing)
+	}
+	return env, nil
+}
+
+// Options adjust New. The zero value (or nil) gives the defaults.
+type Options struct {
+	// AWS adds options to the default AWS configuration, which takes the
+	// function's role and region from the Lambda environment.
+	AWS []func(*config.LoadOptions) error
+	// Logger receives a record per call (default: JSON on stderr, which
+	// Lambda sends to CloudWatch Logs).
+	Logger *slog.Logger
+	// Client tunes the Executor; Logger is set from Logger. A zero Lease
+	// becomes MaxLambdaTimeout, so that a claim's lease is always the
+	// invocation's deadline.
+	Client client.Config
+}
+
+// Handler executes tool calls. Build it once with New and pass its Handle
+// method to lambda.Start.
+type Handler struct {
+	exec *client.Executor
+	log  *slog.Logger
+}
+
+// New builds the Handler: the DynamoDB client and ledger, the Stripe
+// adapter, and an Executor with the tools registered.
+func New(ctx context.Context, env Env, opts *Options) (*Handler, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, o.AWS...)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: AWS configuration: %w", err)
+	}
+	db := dynamodb.NewFromConfig(awsCfg, func(d *dynamodb.Options) {
+		if env.DynamoDBEndpoint != "" {
+			d.BaseEndpoint = aws.String(env.DynamoDBEndpoint)
+		}
+	})
+	st := stripe.New(env.StripeBaseURL, &stripe.Config{APIKey: env.StripeAPIKey})
+
+	cc := o.Client
+	cc.Logger = o.Logger
+	if cc.Lease == 0 {
+		// The executor bounds a lease by the context's deadline but does not
+		// renew one that ends before it; with the longest possible lease the
+		// invocation's deadline is always the bound.
+		cc.Lease = MaxLambdaTimeout
+	}
+	exec := client.New(ledgerdynamo.New(db, env.Table, nil), &cc)
+	if err := exec.Register(RefundTool(st)); err != nil {
+		return nil, err
+	}
+	return &Handler{exec: exec, log: o.Logger}, nil
+}
+
+// Handle executes the event's tool calls, concurrently, and returns their
+// results in order. Every call gets a result that can be shown to the
+// model as it is, also when the ledger could not be reached (the call then
+// did nothing and says so). The error is reserved for an event that is not
+// a run's tool calls.
+func (h *Handler) Handle(ctx context.Context, ev Event) (Response, error) {
+	if ev.RunID == "" {
+		return Response{}, errors.New("lambda: the event has no run_id")
+	}
+	log := h.log.With(slog.String("run", ev.RunID))
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		log = log.With(slog.String("request_id", lc.AwsRequestID))
+	}
+	results := make([]ToolResult, len(ev.ToolCalls))
+	var wg sync.WaitGroup
+	for i, tu := range ev.ToolCalls {
+		wg.Go(func() {
+			res, err := h.exec.Execute(ctx, ev.RunID, client.Call{Tool: tu.Name, Input: tu.Input, ID: tu.ID})
+			if err != nil {
+				log.ErrorContext(ctx, "idemkit could not guard the call",
+					slog.String("tool", tu.Name), slog.String("tool_use_id", tu.ID), slog.Any("err", err))
+			}
+			results[i] = ToolResult{Type: "tool_result", ToolUseID: tu.ID, Content: res.Text, IsError: res.IsError}
+		})
+	}
+	wg.Wait()
+	return Response{ToolResults: results}, nil
+}
+
+// RefundTool is refund_payment: refund an amount of a Stripe PaymentIntent.
+// Its input is {"payment_intent": "pi_...", "amount": <cents>, "reason":
+// "requested_by_customer"}; the payment intent and the amount identify the
+// action, the reason is free text. The downstream key goes to Stripe as
+// the Idempotency-Key, and after an ambiguous outcome the refund is looked
+// up before anything is sent again.
+func RefundTool(st *stripe.Client) client.Tool {
+	return client.Tool{
+		Name: "refund_payment",
+		Identity: []client.Field{
+			{Path: "payment_intent", Norm: client.Trimmed},
+			{Path: "amount", Norm: client.Integer},
+		},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			p, err := refundParams(inv.Input)
+			if err != nil {
+				return client.Effect{}, client.Permanent(err)
+			}
+			re, err := st.Refunds.Create(ctx, inv.DownstreamKey, p)
+			if err != nil {
+				return client.Effect{}, err // a *providers.ProviderError knows its class
+			}
+			return client.Effect{Summary: re.Summary(), Ref: re.ID}, nil
+		},
+		Reconciler: reconcile.New(st.Refunds, nil),
+	}
+}
+
+// refundParams reads refund_payment's input, with the normalizers of its
+// identity: "pi_1 " and 1000, "1000" or 1000.0 are what the key was made of.
+func refundParams(input json.RawMessage) (stripe.RefundParams, error) {
+	obj, err := client.ParseInput(input, 0)
+	if err != nil {
+		return stripe.RefundParams{}, err
+	}
+	pi, err := client.Trimmed.Normalize(obj["payment_intent"])
+	if err != nil {
+		return stripe.RefundParams{}, fmt.Errorf("payment_intent: %w", err)
+	}
+	amount, err := client.Integer.Normalize(obj["amount"])
+	if err != nil {
+		return stripe.RefundParams{}, fmt.Errorf("amount: %w", err)
+	}
+	cents, err := strconv.ParseInt(fmt.Sprint(amount), 10, 64)
+	if err != nil || cents <= 0 {
+		return stripe.RefundParams{}, fmt.Errorf("amount: %v is not a positive number of cents", amount)
+	}
+	reason, _ := obj["reason"].(string)
+	return stripe.RefundParams{PaymentIntent: pi.(string), Amount: cents, Reason: reason}, nil
+}
