@@ -8,21 +8,18 @@ GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: test vet bench chaos tools clean
+.PHONY: test vet bench chaos clean
 
-test: vet tools
+# The DynamoDB tests install and start their own dynalite (tools/dynalite,
+# npm ci from the committed lockfile) through ledgerdynamo/dynalitetest.
+test: vet
 	@mkdir -p $(dir $(TESTLOG))
 	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
 
-# Node packages the tests run (dynalite), from the committed lockfile.
-tools:
-	@if [ -f tools/dynalite/package-lock.json ] && command -v npm >/dev/null 2>&1 && [ ! -d tools/dynalite/node_modules ]; then \
-		npm ci --prefix tools/dynalite --no-audit --no-fund --loglevel=error; fi
-
-bench: tools
+bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
 
 CHAOS_RUNS ?= 100000

@@ -292,7 +292,7 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 		// The earlier owner may have sent this attempt's key long before.
 		r.inv.AttemptAt = cr.Previous.AttemptAt
 		r.e.n.takeovers.Add(1)
-		if res, done, err := r.reconcile(ctx, cr.Previous.Reason, AlreadyDone); done {
+		if res, done, err := r.reconcile(ctx, errEarlierUnknown, AlreadyDone); done {
 			return res, err
 		}
 	}
@@ -309,7 +309,7 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 		// The effect may exist. Ask the provider now; if it says the effect
 		// does not exist (or that a resend is deduplicated), one more run
 		// with the same downstream key is safe.
-		res, done, rerr := r.reconcile(ctx, err.Error(), Executed)
+		res, done, rerr := r.reconcile(ctx, err, Executed)
 		if done {
 			return res, rerr
 		}
@@ -324,13 +324,17 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 	}
 }
 
+// errEarlierUnknown is the cause of an uncertain outcome when a call took
+// over a record whose effect may exist.
+var errEarlierUnknown = errors.New("client: the outcome of an earlier attempt is unknown")
+
 // reconcile asks the tool's reconciler whether the effect exists. done
 // reports that the call is settled by it (found: reported as foundAs; or
 // undecidable); when done is false the provider said "not found" and the
 // tool may run with the same downstream key.
-func (r *run) reconcile(ctx context.Context, why string, foundAs Outcome) (Result, bool, error) {
+func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (Result, bool, error) {
 	if r.t.Reconciler == nil {
-		res, err := r.uncertain(ctx, fmt.Errorf("client: the outcome of an earlier attempt is unknown (%s) and %s has no reconciler", why, r.t.Name))
+		res, err := r.uncertain(ctx, cause) // no reconciler: it stays uncertain
 		return res, true, err
 	}
 	r.e.n.reconciled.Add(1)
@@ -365,12 +369,14 @@ func (r *run) runTool(ctx context.Context) (eff Effect, err error) {
 	return r.t.Run(ctx, r.inv)
 }
 
-// heartbeat renews the lease while a long tool runs, unless the lease is
-// bounded by the context's deadline anyway. The returned func stops it.
+// heartbeat renews the lease every half lease while a long tool runs, up
+// to the context's deadline (a claim never outlives its invocation). The
+// returned func stops it.
 func (r *run) heartbeat(ctx context.Context) func() {
 	cfg := &r.e.cfg
-	if _, ok := ctx.Deadline(); ok {
-		return func() {}
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline && !dl.After(r.claimedAt.Add(cfg.Lease)) {
+		return func() {} // the claim already lasts until the deadline
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -386,8 +392,12 @@ func (r *run) heartbeat(ctx context.Context) func() {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				if err := r.e.store.Extend(ctx, r.id.key, r.owner, cfg.Clock.Now().Add(cfg.Lease)); err != nil {
-					r.e.cfg.Logger.WarnContext(ctx, "idemkit: lease not renewed", slog.String("key", r.id.key), slog.Any("err", err))
+				lease := cfg.Clock.Now().Add(cfg.Lease)
+				if hasDeadline && dl.Before(lease) {
+					lease = dl
+				}
+				if err := r.e.store.Extend(ctx, r.id.key, r.owner, lease); err != nil {
+					cfg.Logger.WarnContext(ctx, "idemkit: lease not renewed", slog.String("key", r.id.key), slog.Any("err", err))
 				}
 			}
 		}

@@ -593,3 +593,37 @@ func TestOversizedResultIsNotStored(t *testing.T) {
 		t.Fatalf("replay %+v", again)
 	}
 }
+
+func TestHeartbeatRenewsLeaseOfLongRuns(t *testing.T) {
+	t.Parallel()
+	store := ledgermem.New(nil) // the wall clock: the heartbeat ticks in real time
+	for _, withDeadline := range []bool{false, true} {
+		var runs atomic.Int64
+		exec := client.New(store, &client.Config{Lease: 100 * time.Millisecond})
+		if err := exec.Register(counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			first, err := store.Get(ctx, inv.Key)
+			if err != nil {
+				return client.Effect{}, client.Definite(err)
+			}
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				rec, err := store.Get(ctx, inv.Key)
+				if err == nil && rec.LeaseUntil.After(first.LeaseUntil) && rec.Owner == first.Owner {
+					return client.Effect{Summary: "renewed"}, nil
+				}
+			}
+			return client.Effect{}, client.Definite(errors.New("lease never renewed"))
+		})); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if withDeadline { // a deadline later than the lease: renewals stop at it
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+		}
+		r, err := exec.Execute(ctx, fmt.Sprint("run-", withDeadline), client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
+		if err != nil || r.Outcome != client.Executed {
+			t.Fatalf("deadline %v: %+v %v", withDeadline, r, err)
+		}
+	}
+}
