@@ -7,33 +7,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // Clock is a settable clock, safe for concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = ledgertest.Clock
 
 // NewClock returns a clock set to a fixed instant.
-func NewClock() *Clock { return &Clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func NewClock() *Clock { return ledgertest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // WaitFor polls cond until it holds, failing the test after 5 seconds.
 func WaitFor(t testing.TB, what string, cond func() bool) {
