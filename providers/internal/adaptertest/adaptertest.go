@@ -6,38 +6,21 @@ package adaptertest
 
 import (
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 )
 
 // Clock is a clock tests set by hand. It is safe for concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = ledgertest.Clock
 
 // NewClock returns a clock reading t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func NewClock(t time.Time) *Clock { return ledgertest.NewClock(t) }
 
 // Timeout is the attempt timeout of HTTPConfig.
 const Timeout = 300 * time.Millisecond
