@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/reconcile"
@@ -84,6 +86,24 @@ func newWorld(t *testing.T, store func(ledger.Clock) ledger.Store, caps provider
 }
 
 func memStore(c ledger.Clock) ledger.Store { return ledgermem.New(&ledgermem.Config{Clock: c}) }
+
+// sqliteFile returns a store func that opens a SQLite ledger in a file,
+// and a function that opens another handle on the same file, as another
+// process would.
+func sqliteFile(t *testing.T) (func(ledger.Clock) ledger.Store, func() ledger.Store) {
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	var clock ledger.Clock
+	open := func(c ledger.Clock) ledger.Store {
+		clock = c
+		s, err := ledgersqlite.Open(context.Background(), path, &ledgersqlite.Config{Clock: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	return open, func() ledger.Store { return open(clock) }
+}
 
 // stuck writes a record left behind in state (pending with a lapsed lease,
 // or uncertain), as of an hour before the world's clock.
@@ -296,13 +316,18 @@ func TestSweeperThenResume(t *testing.T) {
 // reconciled once, whoever gets it.
 func TestSweepersRace(t *testing.T) {
 	t.Parallel()
-	for _, backend := range []struct {
-		name  string
-		store func(ledger.Clock) ledger.Store
-	}{{"memory", memStore}} {
-		t.Run(backend.name, func(t *testing.T) {
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t, backend.store, providers.Capabilities{Lookup: providers.Consistent})
+			store := memStore
+			var handle func() ledger.Store // another process's view of the ledger
+			if name == "sqlite" {
+				store, handle = sqliteFile(t)
+			}
+			w := newWorld(t, store, providers.Capabilities{Lookup: providers.Consistent})
+			if handle == nil {
+				handle = func() ledger.Store { return w.store }
+			}
 			const n = 40
 			for i := range n {
 				key := fmt.Sprintf("k%02d", i)
@@ -313,12 +338,16 @@ func TestSweepersRace(t *testing.T) {
 				w.stuck(t, key, state)
 				w.shop.create(key)
 			}
+			sweepers := []*reconcile.Sweeper{
+				reconcile.NewSweeper(handle(), []client.Tool{w.tool}, &reconcile.SweeperConfig{Clock: w.clock, Concurrency: 8}),
+				reconcile.NewSweeper(handle(), []client.Tool{w.tool}, &reconcile.SweeperConfig{Clock: w.clock, Concurrency: 8}),
+			}
 			var total reconcile.Report
 			var mu sync.Mutex
 			var wg sync.WaitGroup
-			for range 2 {
+			for _, sw := range sweepers {
 				wg.Go(func() {
-					rep, err := w.sweeper(&reconcile.SweeperConfig{Concurrency: 8}).Sweep(context.Background())
+					rep, err := sw.Sweep(context.Background())
 					if err != nil {
 						t.Error(err)
 					}
