@@ -77,8 +77,9 @@
 // several sweepers, and live calls, never act on the same record at once —
 // and asks the tool's Reconciler with an invocation rebuilt from the
 // record. Found completes the record. The sweeper cannot run the tool (it
-// does not have the call's input), so a NotFound that only means "a resend
-// is safe" leaves the record uncertain for the next call of the action to
-// resend; only a conclusive NotFound (Finding.Absent) marks it failed, so
-// that a later call may run it.
+// does not have the call's input), so it asks a Checker (a Policy) to
+// decide from lookups alone, never from a resend; only a conclusive
+// NotFound (Finding.Absent) marks the record failed, so that a later call
+// may run it. Anything else leaves it uncertain, for the next call of the
+// action or the next sweep.
 package reconcile

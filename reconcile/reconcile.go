@@ -64,11 +64,14 @@ type Finding struct {
 	Absent bool
 }
 
-// Checker is implemented by reconcilers that can tell a conclusive
-// NotFound from a "resend is safe" one; the Sweeper needs the difference
-// because it cannot resend. Policy implements it.
+// Checker is implemented by reconcilers that can answer a caller that
+// cannot resend the request; the Sweeper, which has no call input, is
+// one. Policy implements it.
 type Checker interface {
-	Check(ctx context.Context, inv client.Invocation) (Finding, error)
+	// Check asks whether inv's effect exists. With resend false the
+	// answer rests on lookups alone: NotFound only when conclusive
+	// (Absent).
+	Check(ctx context.Context, inv client.Invocation, resend bool) (Finding, error)
 }
 
 // Policy is the lookup-before-retry policy for one provider adapter. It
@@ -122,18 +125,19 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Reconcile implements client.Reconciler: Check without the distinction
-// between a conclusive and a "resend is safe" NotFound.
+// Reconcile implements client.Reconciler: Check for a caller that resends
+// after a NotFound, as the executor does.
 func (p *Policy) Reconcile(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
-	f, err := p.Check(ctx, inv)
+	f, err := p.Check(ctx, inv, true)
 	return f.Reconciliation, err
 }
 
 // Check asks the provider whether the effect of inv exists, as the package
-// documentation describes. It returns an error when the context ends, or
-// when the provider could not be asked at all (its last lookup failed) and
-// no other rule decides.
-func (p *Policy) Check(ctx context.Context, inv client.Invocation) (Finding, error) {
+// documentation describes; with resend false it never relies on a resend
+// (deduplication window, upsert) and answers from lookups alone. It
+// returns an error when the context ends, or when the provider could not
+// be asked at all (its last lookup failed) and no other rule decides.
+func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend bool) (Finding, error) {
 	key := inv.DownstreamKey
 	if key == "" && inv.Key != "" {
 		key = client.DownstreamKey(inv.Key, inv.Attempt)
@@ -143,13 +147,13 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation) (Finding, err
 	}
 	caps := p.adapter.Capabilities()
 	quiet := p.cfg.Clock.Now()
-	resend := p.resendSafe(caps, inv.AttemptAt, quiet)
+	resend := canResend && p.resendSafe(caps, inv.AttemptAt, quiet)
 
 	if caps.Lookup == providers.NoLookup {
 		if resend {
 			return notFound(false), nil
 		}
-		return unknown("the provider offers no lookup and a resend could be a second effect (%s)", p.whyNotResend(caps, inv.AttemptAt)), nil
+		return unknown("the provider offers no lookup, and %s", p.whyNotResend(caps, inv.AttemptAt, canResend)), nil
 	}
 
 	// committed: from then on no earlier request can commit; a certain
@@ -232,14 +236,17 @@ func (p *Policy) resendSafe(caps providers.Capabilities, attemptAt, now time.Tim
 	return now.Before(attemptAt.Add(caps.DedupWindow - margin))
 }
 
-func (p *Policy) whyNotResend(caps providers.Capabilities, attemptAt time.Time) string {
+func (p *Policy) whyNotResend(caps providers.Capabilities, attemptAt time.Time, canResend bool) string {
 	switch {
+	case !canResend && (caps.Upsert || caps.DedupWindow > 0):
+		return "only a resend with the same key could settle it, which is left to the next call of the action"
 	case caps.DedupWindow <= 0:
-		return "it does not deduplicate"
+		return "a resend could be a second effect: the provider does not deduplicate"
 	case attemptAt.IsZero():
-		return "the attempt's start is unknown"
+		return "a resend could be a second effect: the attempt's start is unknown"
 	}
-	return fmt.Sprintf("the attempt began at %s, near or past the end of its %s deduplication window", attemptAt.UTC().Format(time.RFC3339), caps.DedupWindow)
+	return fmt.Sprintf("a resend could be a second effect: the attempt began at %s, near or past the end of the provider's %s deduplication window",
+		attemptAt.UTC().Format(time.RFC3339), caps.DedupWindow)
 }
 
 func notFound(absent bool) Finding {

@@ -91,6 +91,7 @@ func TestPolicy(t *testing.T) {
 		// as it must and no longer than it needs.
 		minElapsed time.Duration
 		maxLookups int
+		noResend   bool // the caller cannot resend (the sweeper)
 	}{
 		{name: "found at once", caps: consistent, committed: -time.Second, verdict: client.VerdictFound, maxLookups: 1},
 		{name: "consistent miss waits out requests in flight", caps: consistent, never: true,
@@ -122,6 +123,12 @@ func TestPolicy(t *testing.T) {
 		{name: "no lookup outside the window", caps: providers.Capabilities{DedupWindow: time.Hour}, attemptAt: 2 * time.Hour, never: true,
 			verdict: client.VerdictUnknown},
 		{name: "no lookup, no window", caps: providers.Capabilities{}, never: true, verdict: client.VerdictUnknown},
+		{name: "without resends the dedup window does not decide", caps: stripeLike, attemptAt: time.Hour, never: true, noResend: true,
+			maxWait: 2 * time.Minute, verdict: client.VerdictNotFound, absent: true, minElapsed: 70 * time.Second},
+		{name: "without resends an upsert is looked up", caps: providers.Capabilities{Lookup: providers.Consistent, Upsert: true}, never: true,
+			noResend: true, verdict: client.VerdictNotFound, absent: true, minElapsed: 10 * time.Second},
+		{name: "without resends and without lookup", caps: providers.Capabilities{DedupWindow: time.Hour}, attemptAt: time.Minute, never: true,
+			noResend: true, verdict: client.VerdictUnknown},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,7 +146,7 @@ func TestPolicy(t *testing.T) {
 			if tc.attemptAt > 0 {
 				inv.AttemptAt = t0.Add(-tc.attemptAt)
 			}
-			f, err := reconcile.New(p, cfg).Check(context.Background(), inv)
+			f, err := reconcile.New(p, cfg).Check(context.Background(), inv, !tc.noResend)
 			if err != nil {
 				t.Fatalf("Check: %v", err)
 			}
@@ -208,14 +215,14 @@ func TestDownstreamKey(t *testing.T) {
 	} {
 		clock := ledgertest.NewClock(t0)
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent}, clock: clock, committedAt: t0}
-		if _, err := reconcile.New(p, fakeTime(clock)).Check(context.Background(), tc.inv); err != nil {
+		if _, err := reconcile.New(p, fakeTime(clock)).Check(context.Background(), tc.inv, true); err != nil {
 			t.Fatal(err)
 		}
 		if len(p.keys) != 1 || p.keys[0] != tc.want {
 			t.Errorf("%+v: looked up %q, want %q", tc.inv, p.keys, tc.want)
 		}
 	}
-	_, err := reconcile.New(&provider{}, nil).Check(context.Background(), client.Invocation{})
+	_, err := reconcile.New(&provider{}, nil).Check(context.Background(), client.Invocation{}, true)
 	if !errors.Is(err, reconcile.ErrNoKey) {
 		t.Errorf("no key: %v, want ErrNoKey", err)
 	}
@@ -230,7 +237,7 @@ func TestLookupErrors(t *testing.T) {
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent}, clock: clock, err: down}
 		cfg := fakeTime(clock)
 		cfg.MaxWait = 5 * time.Second
-		f, err := reconcile.New(p, cfg).Check(context.Background(), client.Invocation{Key: "k", Attempt: 1})
+		f, err := reconcile.New(p, cfg).Check(context.Background(), client.Invocation{Key: "k", Attempt: 1}, true)
 		if !errors.Is(err, down) || f.Verdict != client.VerdictUnknown {
 			t.Fatalf("Check = %+v, %v; want unknown and the lookup error", f, err)
 		}
@@ -242,7 +249,7 @@ func TestLookupErrors(t *testing.T) {
 		t.Parallel()
 		clock := ledgertest.NewClock(t0)
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent, DedupWindow: time.Hour}, clock: clock, err: down}
-		f, err := reconcile.New(p, fakeTime(clock)).Check(context.Background(), client.Invocation{Key: "k", Attempt: 1, AttemptAt: t0})
+		f, err := reconcile.New(p, fakeTime(clock)).Check(context.Background(), client.Invocation{Key: "k", Attempt: 1, AttemptAt: t0}, true)
 		if err != nil || f.Verdict != client.VerdictNotFound || f.Absent {
 			t.Fatalf("Check = %+v, %v; want a resend", f, err)
 		}
@@ -262,7 +269,7 @@ func TestContextEnds(t *testing.T) {
 		cancel()
 		return ctx.Err()
 	}
-	f, err := reconcile.New(p, cfg).Check(ctx, client.Invocation{Key: "k", Attempt: 1})
+	f, err := reconcile.New(p, cfg).Check(ctx, client.Invocation{Key: "k", Attempt: 1}, true)
 	if !errors.Is(err, context.Canceled) || f.Verdict != client.VerdictUnknown {
 		t.Fatalf("Check = %+v, %v; want context.Canceled", f, err)
 	}
@@ -275,7 +282,7 @@ func TestRealSleepBounded(t *testing.T) {
 	p := &provider{caps: providers.Capabilities{Lookup: providers.Eventual, IndexLag: time.Hour}, clock: ledgertest.NewClock(t0)}
 	start := time.Now()
 	f, err := reconcile.New(p, &reconcile.Config{MaxWait: 30 * time.Millisecond, InitialInterval: 5 * time.Millisecond}).
-		Check(context.Background(), client.Invocation{Key: "k", Attempt: 1})
+		Check(context.Background(), client.Invocation{Key: "k", Attempt: 1}, true)
 	if err != nil || f.Verdict != client.VerdictUnknown || !strings.Contains(f.Reason, "index") {
 		t.Fatalf("Check = %+v, %v", f, err)
 	}

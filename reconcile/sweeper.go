@@ -227,11 +227,11 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 	}
 }
 
-// check asks r, through Check when it can tell a conclusive NotFound.
-// Other reconcilers' NotFound is taken as "a resend is safe".
+// check asks r, through Check without resends when it can. Other
+// reconcilers' NotFound is taken as "a resend is safe", not as absence.
 func check(ctx context.Context, r client.Reconciler, inv client.Invocation) (Finding, error) {
 	if c, ok := r.(Checker); ok {
-		return c.Check(ctx, inv)
+		return c.Check(ctx, inv, false)
 	}
 	rec, err := r.Reconcile(ctx, inv)
 	return Finding{Reconciliation: rec}, err
