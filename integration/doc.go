@@ -1,0 +1,24 @@
+// Package integration holds idemkit's end-to-end tests; it has no API.
+//
+// Every side-effecting adapter (Stripe PaymentIntents and refunds, mail,
+// CRM upsert, an IETF Idempotency-Key API) runs against its fake provider
+// server, over every ledger backend (memory, SQLite, DynamoDB on dynalite),
+// through client.Executor with the reconcile policy:
+//
+//   - TestFailureCases/<ledger>/<adapter>/<case>: the failure cases of
+//     package idemtest (same call twice, model re-call, crash after the
+//     effect simulated in-process, parallel resumes, double approval,
+//     timeout after success) and, for the durable ledgers,
+//     killed_after_effect: a real child process (this test binary,
+//     re-executed) is killed with os.Exit right after the provider call and
+//     before the ledger write, and the run resumes in this process on the
+//     same SQLite file or DynamoDB table.
+//   - TestChaos: seeded randomized agent runs mixing every fault of the
+//     fakes with crashes at each step boundary, parallel resumes, double
+//     approvals and model re-calls; a checker compares the fakes' effect
+//     journals with the intended actions and with what the model was told.
+//     Flags -chaos.runs and -chaos.seed.
+//
+// Effects are always counted from the fakes' journals, never from the
+// code under test.
+package integration

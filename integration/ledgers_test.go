@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+)
+
+// backend is a ledger the tests run on.
+type backend struct {
+	name string
+	// open returns a fresh, empty store on clock, removed when t ends, and
+	// the environment that lets a child process open the same store (nil
+	// for a store no other process can reach).
+	open func(t testing.TB, clock ledger.Clock) (ledger.Store, []string)
+}
+
+var backends = []backend{
+	{name: "memory", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+		return ledgermem.New(&ledgermem.Config{Clock: clock}), nil
+	}},
+	{name: "sqlite", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+		env := []string{"IDEM_LEDGER=sqlite", "IDEM_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
+		return mustOpen(t, env, clock), env
+	}},
+	{name: "dynamo", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+		endpoint := dynalitetest.Endpoint(t)
+		env := []string{"IDEM_LEDGER=dynamo", "IDEM_DYNAMO_ENDPOINT=" + endpoint,
+			"IDEM_DYNAMO_TABLE=" + dynalitetest.NewTable(t, dynalitetest.NewClient(endpoint))}
+		return mustOpen(t, env, clock), env
+	}},
+}
+
+func mustOpen(t testing.TB, env []string, clock ledger.Clock) ledger.Store {
+	t.Helper()
+	s, closeStore, err := openFromEnv(context.Background(), lookupIn(env), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeStore)
+	return s
+}
+
+// openFromEnv opens the durable store the environment names: how a child
+// process finds its parent's ledger.
+func openFromEnv(ctx context.Context, getenv func(string) string, clock ledger.Clock) (ledger.Store, func(), error) {
+	switch b := getenv("IDEM_LEDGER"); b {
+	case "sqlite":
+		s, err := ledgersqlite.Open(ctx, getenv("IDEM_SQLITE"), &ledgersqlite.Config{Clock: clock})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close() }, nil
+	case "dynamo":
+		client := dynalitetest.NewClient(getenv("IDEM_DYNAMO_ENDPOINT"))
+		return ledgerdynamo.New(client, getenv("IDEM_DYNAMO_TABLE"), &ledgerdynamo.Config{Clock: clock}), func() {}, nil
+	default:
+		return nil, nil, fmt.Errorf("integration: no durable ledger %q", b)
+	}
+}
+
+// lookupIn reads NAME=value pairs like os.Getenv.
+func lookupIn(env []string) func(string) string {
+	return func(name string) string {
+		for _, kv := range env {
+			if len(kv) > len(name) && kv[:len(name)] == name && kv[len(name)] == '=' {
+				return kv[len(name)+1:]
+			}
+		}
+		return ""
+	}
+}
