@@ -164,9 +164,9 @@ func New(ctx context.Context, env Env, opts *Options) (*Handler, error) {
 	cc := o.Client
 	cc.Logger = o.Logger
 	if cc.Lease == 0 {
-		// The executor bounds a lease by the context's deadline but does not
-		// renew one that ends before it; with the longest possible lease the
-		// invocation's deadline is always the bound.
+		// The executor bounds a lease by the context's deadline; with the
+		// longest possible lease, every claim lasts exactly until the
+		// invocation's deadline, with no renewals while the tool runs.
 		cc.Lease = MaxLambdaTimeout
 	}
 	exec := client.New(ledgerdynamo.New(db, env.Table, nil), &cc)
