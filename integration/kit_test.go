@@ -31,7 +31,7 @@ const (
 	httpTimeout = 250 * time.Millisecond
 	// indexLag is the fakes' search lag; the adapters are told a bound
 	// above it.
-	indexLag, indexLagBound = 20 * time.Millisecond, 60 * time.Millisecond
+	indexLag, indexLagBound = 50 * time.Millisecond, 100 * time.Millisecond
 	// inFlight is how long a fake may still commit a request after the
 	// client gave up: the policy's InFlight. The fakes commit a delayed
 	// request as soon as they see the connection close, well within it

@@ -68,10 +68,10 @@ type Finding struct {
 // cannot resend the request; the Sweeper, which has no call input, is
 // one. Policy implements it.
 type Checker interface {
-	// Check asks whether inv's effect exists. With resend false the
+	// Check asks whether inv's effect exists. With canResend false the
 	// answer rests on lookups alone: NotFound only when conclusive
 	// (Absent).
-	Check(ctx context.Context, inv client.Invocation, resend bool) (Finding, error)
+	Check(ctx context.Context, inv client.Invocation, canResend bool) (Finding, error)
 }
 
 // Policy is the lookup-before-retry policy for one provider adapter. It
@@ -133,8 +133,8 @@ func (p *Policy) Reconcile(ctx context.Context, inv client.Invocation) (client.R
 }
 
 // Check asks the provider whether the effect of inv exists, as the package
-// documentation describes; with resend false it never relies on a resend
-// (deduplication window, upsert) and answers from lookups alone. It
+// documentation describes. With canResend false it never relies on a
+// resend (deduplication window, upsert) and answers from lookups alone. It
 // returns an error when the context ends, or when the provider could not
 // be asked at all (its last lookup failed) and no other rule decides.
 func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend bool) (Finding, error) {
