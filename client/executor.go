@@ -288,6 +288,7 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 	r.inv.Attempt = cr.Attempt
 	r.inv.DownstreamKey = DownstreamKey(r.id.key, cr.Attempt)
 	r.inv.AttemptAt = r.claimedAt
+	reconciled := false
 	if cr.MustReconcile() {
 		// The earlier owner may have sent this attempt's key long before.
 		r.inv.AttemptAt = cr.Previous.AttemptAt
@@ -295,6 +296,7 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 		if res, done, err := r.reconcile(ctx, errEarlierUnknown, AlreadyDone); done {
 			return res, err
 		}
+		reconciled = true
 	}
 	stop := r.heartbeat(ctx)
 	eff, err := r.runTool(ctx)
@@ -304,6 +306,12 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 	}
 	switch class := ClassOf(err); class {
 	case ClassDefinite, ClassPermanent:
+		if reconciled {
+			// A resend the provider refused (429, 409 while the first request
+			// is still running, a replayed rejection) says nothing about the
+			// earlier attempt, which may have taken effect.
+			return r.uncertain(ctx, fmt.Errorf("client: the resend failed (%w); an earlier attempt may have taken effect", err))
+		}
 		return r.fail(ctx, err, class == ClassDefinite)
 	default:
 		// The effect may exist. Ask the provider now; if it says the effect
@@ -317,9 +325,7 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 		if err2 == nil {
 			return r.complete(ctx, eff, Executed)
 		}
-		if c := ClassOf(err2); c != ClassAmbiguous {
-			return r.fail(ctx, err2, c == ClassDefinite)
-		}
+		// Whatever the resend's class, the first attempt may have acted.
 		return r.uncertain(ctx, err2)
 	}
 }
@@ -410,10 +416,11 @@ func (r *run) heartbeat(ctx context.Context) func() {
 func (r *run) write(ctx context.Context, op func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.RecordTimeout)
 	defer cancel()
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 10 * time.Millisecond
-	b.MaxInterval = time.Second
-	b.MaxElapsedTime = r.e.cfg.RecordTimeout
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(10*time.Millisecond),
+		backoff.WithMaxInterval(time.Second),
+		backoff.WithMaxElapsedTime(r.e.cfg.RecordTimeout),
+	)
 	return backoff.Retry(func() error {
 		err := op(wctx)
 		if errors.Is(err, ledger.ErrNotOwner) || errors.Is(err, ledger.ErrTooLarge) || errors.Is(err, ledger.ErrInvalid) {
@@ -562,10 +569,13 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 	if r.e.cfg.Wait < 0 {
 		return prev
 	}
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 5 * time.Millisecond
-	b.MaxInterval = 200 * time.Millisecond
-	b.MaxElapsedTime = r.e.cfg.Wait
+	// The options, not fields set afterwards: the constructor already
+	// fixed the first interval.
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(5*time.Millisecond),
+		backoff.WithMaxInterval(200*time.Millisecond),
+		backoff.WithMaxElapsedTime(r.e.cfg.Wait),
+	)
 	bc := backoff.WithContext(b, ctx)
 	for {
 		d := bc.NextBackOff()

@@ -627,3 +627,40 @@ func TestHeartbeatRenewsLeaseOfLongRuns(t *testing.T) {
 		}
 	}
 }
+
+// After a reconciler said a resend is safe, a resend the provider refuses
+// (a 409 while the first request still runs, a 429) says nothing about the
+// first attempt: the action stays uncertain with the same attempt, never
+// "failed, nothing was done" with a new downstream key.
+func TestRefusedResendAfterReconcileStaysUncertain(t *testing.T) {
+	t.Parallel()
+	for _, takeover := range []bool{false, true} {
+		t.Run(fmt.Sprint("takeover=", takeover), func(t *testing.T) {
+			t.Parallel()
+			var runs atomic.Int64
+			tool := counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+				if !takeover && runs.Load() == 1 {
+					return client.Effect{}, errors.New("timeout after the request was written")
+				}
+				return client.Effect{}, client.Definite(errors.New("409 idempotency_key_in_use"))
+			})
+			tool.Reconciler = &verdicts{v: client.Reconciliation{Verdict: client.VerdictNotFound}}
+			f := newFixture(t, nil, tool)
+			in := `{"ticketId":"5"}`
+			if takeover {
+				k, _ := tool.Key("run", client.Call{Input: json.RawMessage(in)}, 0)
+				if _, err := f.store.Claim(context.Background(), ledger.ClaimParams{Key: k, Tool: "send_reply", RunID: "run", Owner: "crashed",
+					LeaseUntil: t0.Add(time.Second), ExpiresAt: t0.Add(time.Hour), Fingerprint: fingerprintOf(t, tool, in)}); err != nil {
+					t.Fatal(err)
+				}
+				f.clock.Advance(time.Second)
+			}
+			r := f.call(t, "run", "send_reply", in)
+			wantOutcome(t, r, client.Uncertain, "do not retry")
+			rec, err := f.store.Get(context.Background(), r.Key)
+			if err != nil || rec.State != ledger.StateUncertain || rec.Attempt != 1 {
+				t.Fatalf("record %+v, %v: want uncertain at attempt 1", rec, err)
+			}
+		})
+	}
+}

@@ -202,6 +202,7 @@ type call struct {
 	req       *Request
 	op        string
 	connected atomic.Bool // this attempt got a connection (httptrace)
+	resent    atomic.Bool
 	attempts  int
 	ambiguous bool           // some attempt may have been processed
 	last      *ProviderError // the last attempt's failure; nil after a 2xx
@@ -239,7 +240,11 @@ func (c *Client) Do(ctx context.Context, r *Request, out any) (*Response, error)
 	st := &call{req: r, op: op}
 	ctx = context.WithValue(ctx, callKey{}, st)
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { st.connected.Store(true) },
+		GotConn: func(httptrace.GotConnInfo) {
+			if st.connected.Swap(true) {
+				st.resent.Store(true) // the transport retried inside one attempt
+			}
+		},
 	})
 	u := c.base + r.Path
 	if len(r.Query) > 0 {
@@ -324,7 +329,7 @@ func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error)
 	if e == nil {
 		return false, nil
 	}
-	st.ambiguous = st.ambiguous || e.Ambiguous
+	st.ambiguous = st.ambiguous || e.Ambiguous || st.resent.Swap(false)
 	if !e.Retryable || ctx.Err() != nil || e.RetryAfter > c.maxRetryAfter {
 		return false, nil
 	}

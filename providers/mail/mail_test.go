@@ -232,11 +232,11 @@ func TestLookupWithReconcilePolicy(t *testing.T) {
 		Clock: clock, InFlight: time.Second, MaxWait: 5 * time.Minute,
 		Sleep: func(_ context.Context, d time.Duration) error { clock.Advance(d); return nil },
 	})
-	f, err := policy.Check(ctx, client.Invocation{DownstreamKey: "k"})
+	f, err := policy.Check(ctx, client.Invocation{DownstreamKey: "k"}, false)
 	if err != nil || f.Verdict != client.VerdictFound || f.Effect.Ref != sent.ID {
 		t.Fatalf("sent: %+v, %v", f, err)
 	}
-	f, err = policy.Check(ctx, client.Invocation{DownstreamKey: "never-sent"})
+	f, err = policy.Check(ctx, client.Invocation{DownstreamKey: "never-sent"}, false)
 	if err != nil || f.Verdict != client.VerdictNotFound || !f.Absent {
 		t.Fatalf("never sent: %+v, %v", f, err)
 	}
