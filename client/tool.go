@@ -45,8 +45,12 @@ type Tool struct {
 	// Retention of the record; Config.Retention when zero.
 	Retention time.Duration
 	// Run performs the effect. It must pass inv.DownstreamKey to the
-	// provider. A returned error is classified with ClassOf: unmarked errors
-	// count as ambiguous (the record becomes uncertain).
+	// provider, and build the provider's request from the identity and
+	// validated fields only: a provider that compares the parameters of a
+	// repeated key (Stripe, the IETF Idempotency-Key draft) rejects a
+	// resend whose free text the model rephrased. A returned error is
+	// classified with ClassOf: unmarked errors count as ambiguous (the
+	// record becomes uncertain).
 	Run func(ctx context.Context, inv Invocation) (Effect, error)
 	// Reconciler is asked before acting over a record whose effect may
 	// exist. Nil: such records stay uncertain and the tool is not run again.
