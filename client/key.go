@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -45,75 +46,78 @@ func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()
-	v, err := decodeValue(dec)
-	if err == nil {
+	var v any
+	err := dec.Decode(&v)
+	if err == nil && dec.InputOffset() < int64(len(input)) {
 		if _, extra := dec.Token(); extra != io.EOF {
-			err = &InputError{Err: ErrInvalidJSON, Msg: "invalid JSON: data after the top-level value"}
+			err = errors.New("data after the top-level value")
 		}
 	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
 	if err != nil {
-		var ie *InputError
-		if errors.As(err, &ie) {
-			return nil, err
-		}
 		return nil, &InputError{Err: ErrInvalidJSON, Msg: "invalid JSON: " + err.Error()}
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, &InputError{Err: ErrNotObject, Msg: "input must be a JSON object"}
 	}
+	if k, dup := duplicateKey(input); dup {
+		return nil, &InputError{Err: ErrDuplicateKey, Msg: fmt.Sprintf("duplicate key %q in a JSON object", k)}
+	}
 	return obj, nil
 }
 
-// decodeValue reads one JSON value token by token, rejecting duplicate
-// object keys (encoding/json would silently keep the last one, so two
-// readers of the same input could disagree about a field).
-func decodeValue(dec *json.Decoder) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		if err == io.EOF {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return nil, err
+// duplicateKey reports the first object key that occurs twice in one
+// object of doc, which must be valid JSON. encoding/json would silently
+// keep the last one, so two readers of the same input could disagree
+// about a field. Keys compare after unescaping ("a" and "\u0061" are the
+// same key).
+func duplicateKey(doc []byte) (string, bool) {
+	type frame struct {
+		object    bool
+		expectKey bool
+		keys      []string // objects are small: a slice beats a map
 	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
+	var stack []frame
+	for i := 0; i < len(doc); i++ {
+		switch doc[i] {
 		case '{':
-			obj := map[string]any{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				k := kt.(string)
-				if _, dup := obj[k]; dup {
-					return nil, &InputError{Err: ErrDuplicateKey, Msg: fmt.Sprintf("duplicate key %q in a JSON object", k)}
-				}
-				v, err := decodeValue(dec)
-				if err != nil {
-					return nil, err
-				}
-				obj[k] = v
-			}
-			_, err := dec.Token() // '}'
-			return obj, err
+			stack = append(stack, frame{object: true, expectKey: true})
 		case '[':
-			arr := []any{}
-			for dec.More() {
-				v, err := decodeValue(dec)
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, v)
+			stack = append(stack, frame{})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if top := &stack[len(stack)-1]; top.object {
+				top.expectKey = true
 			}
-			_, err := dec.Token() // ']'
-			return arr, err
+		case '"':
+			end, escaped := i+1, false
+			for ; doc[end] != '"'; end++ {
+				if doc[end] == '\\' {
+					end++
+					escaped = true
+				}
+			}
+			if len(stack) > 0 {
+				if top := &stack[len(stack)-1]; top.object && top.expectKey {
+					key := string(doc[i+1 : end])
+					if escaped {
+						_ = json.Unmarshal(doc[i:end+1], &key) // valid JSON: cannot fail
+					}
+					if slices.Contains(top.keys, key) {
+						return key, true
+					}
+					top.keys = append(top.keys, key)
+					top.expectKey = false
+				}
+			}
+			i = end
 		}
-		return nil, fmt.Errorf("unexpected %v", t)
-	default:
-		return tok, nil
 	}
+	return "", false
 }
 
 // lookup finds a dotted path in a decoded object.

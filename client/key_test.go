@@ -274,3 +274,81 @@ func FuzzKey(f *testing.F) {
 		}
 	})
 }
+
+// referenceDuplicate finds a duplicate key by walking the decoder's tokens.
+func referenceDuplicate(doc []byte) (bool, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var walk func() (bool, error)
+	walk = func() (bool, error) {
+		tok, err := dec.Token()
+		if err != nil {
+			return false, err
+		}
+		d, ok := tok.(json.Delim)
+		if !ok {
+			return false, nil
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			if d == '{' {
+				k, err := dec.Token()
+				if err != nil {
+					return false, err
+				}
+				if seen[k.(string)] {
+					return true, nil
+				}
+				seen[k.(string)] = true
+			}
+			if dup, err := walk(); dup || err != nil {
+				return dup, err
+			}
+		}
+		_, err = dec.Token()
+		return false, err
+	}
+	return walk()
+}
+
+func TestDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	for in, dup := range map[string]bool{
+		`{"a":1,"\u0061":2}`:                true,
+		`{"a":{"b":1,"b":2}}`:               true,
+		`{"a":[{"b":1},{"b":2}]}`:           false,
+		`{"a":"}{\"a\":","b":{"a":1}}`:      false,
+		`{"x":"\\","a":1,"y":"\"","a":2}`:   true,
+		`{"a":[1,{"c":[{"d":1,"d":1}]}]}`:   true,
+		`{"é":1,"\u00e9":2}`:                true,
+		`{"a\"b":1,"a\u0022b":2}`:           true,
+		`{"ab":1,"a":{"b":1},"b":{"ab":1}}`: false,
+	} {
+		_, err := ParseInput([]byte(in), 0)
+		if got := errors.Is(err, ErrDuplicateKey); got != dup {
+			t.Errorf("%s: duplicate %v, want %v (err %v)", in, got, dup, err)
+		}
+		if ref, _ := referenceDuplicate([]byte(in)); ref != dup {
+			t.Errorf("%s: the reference disagrees", in)
+		}
+	}
+}
+
+func FuzzDuplicateKey(f *testing.F) {
+	for _, s := range []string{`{"a":1,"\u0061":2}`, `{"a":[{"b":1},{"b":2}]}`, `{"a":"}{\"a\":","a":{}}`, `[{"x":1,"x":1}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !json.Valid(in) {
+			return
+		}
+		_, got := duplicateKey(in)
+		want, err := referenceDuplicate(in)
+		if err != nil {
+			t.Fatalf("reference failed on valid JSON: %v", err)
+		}
+		if got != want {
+			t.Fatalf("%q: duplicateKey %v, reference %v", in, got, want)
+		}
+	})
+}
