@@ -281,42 +281,30 @@ func (h *Handler) createCharge(c *call) (fault.Response, bool) {
 }
 
 func (h *Handler) retrievePaymentIntent(c *call) fault.Response {
-	expand, e := expansions(c.p, "payment_intent", false)
-	if e != nil {
-		return errorResponse(e)
-	}
-	id := c.r.PathValue("id")
-	pi, found := h.paymentIntents[id]
-	if !found {
-		return errorResponse(notFound("payment_intent", id, "id"))
-	}
-	return fakehttp.JSON(http.StatusOK, "", h.renderPaymentIntent(pi, expand))
+	return retrieve(c, "payment_intent", h.paymentIntents, h.renderPaymentIntent)
 }
 
 func (h *Handler) retrieveRefund(c *call) fault.Response {
-	expand, e := expansions(c.p, "refund", false)
-	if e != nil {
-		return errorResponse(e)
-	}
-	id := c.r.PathValue("id")
-	re, found := h.refunds[id]
-	if !found {
-		return errorResponse(notFound("refund", id, "id"))
-	}
-	return fakehttp.JSON(http.StatusOK, "", h.renderRefund(re, expand))
+	return retrieve(c, "refund", h.refunds, h.renderRefund)
 }
 
 func (h *Handler) retrieveCharge(c *call) fault.Response {
-	expand, e := expansions(c.p, "charge", false)
+	return retrieve(c, "charge", h.charges, h.renderCharge)
+}
+
+// retrieve answers GET /v1/<object>s/{id}: the object of that id in objects,
+// rendered with the requested expansions, or a 404.
+func retrieve[T, J any](c *call, object string, objects map[string]*T, render func(*T, map[string]bool) J) fault.Response {
+	expand, e := expansions(c.p, object, false)
 	if e != nil {
 		return errorResponse(e)
 	}
 	id := c.r.PathValue("id")
-	ch, found := h.charges[id]
+	obj, found := objects[id]
 	if !found {
-		return errorResponse(notFound("charge", id, "id"))
+		return errorResponse(notFound(object, id, "id"))
 	}
-	return fakehttp.JSON(http.StatusOK, "", h.renderCharge(ch, expand))
+	return fakehttp.JSON(http.StatusOK, "", render(obj, expand))
 }
 
 // listParams are the pagination parameters shared by list endpoints.

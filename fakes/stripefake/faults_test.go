@@ -24,8 +24,8 @@ func TestFailBeforeCommitSavesNothing(t *testing.T) {
 	s.Faults.Add(fault.Rule{Route: piRoute, Attempt: 2, Action: fault.FailBeforeCommit, Status: 429})
 	first := call(t, s, keyedCreate("k", nil))
 	wantError(t, first, http.StatusServiceUnavailable, "api_error", "")
-	if first.header.Get("Retry-After") != "2" || first.header.Get("Idempotency-Key") != "k" {
-		t.Fatalf("headers = %v", first.header)
+	if first.Header.Get("Retry-After") != "2" || first.Header.Get("Idempotency-Key") != "k" {
+		t.Fatalf("headers = %v", first.Header)
 	}
 	wantError(t, call(t, s, keyedCreate("k", nil)), http.StatusTooManyRequests, "invalid_request_error", "rate_limit")
 	if n := len(s.Journal()); n != 0 {
@@ -33,8 +33,8 @@ func TestFailBeforeCommitSavesNothing(t *testing.T) {
 	}
 	third := call(t, s, keyedCreate("k", nil))
 	wantStatus(t, third, http.StatusOK)
-	if third.header.Get("Idempotent-Replayed") != "" || len(s.Journal()) != 1 {
-		t.Fatalf("the retry did not execute: %v, journal %d", third.header, len(s.Journal()))
+	if third.Header.Get("Idempotent-Replayed") != "" || len(s.Journal()) != 1 {
+		t.Fatalf("the retry did not execute: %v, journal %d", third.Header, len(s.Journal()))
 	}
 	if log := s.Faults.Log(); len(log) != 2 || log[0].Rule.Status != 503 || log[1].Attempt != 2 {
 		t.Fatalf("fault log = %v", log)
@@ -52,8 +52,8 @@ func TestDropBeforeCommit(t *testing.T) {
 		t.Fatalf("journal has %d effects", n)
 	}
 	r := call(t, s, keyedCreate("k", nil))
-	if r.status != http.StatusOK || r.header.Get("Idempotent-Replayed") != "" || len(s.Journal()) != 1 {
-		t.Fatalf("retry: %d %v", r.status, r.header)
+	if r.Status != http.StatusOK || r.Header.Get("Idempotent-Replayed") != "" || len(s.Journal()) != 1 {
+		t.Fatalf("retry: %d %v", r.Status, r.Header)
 	}
 }
 
@@ -69,8 +69,8 @@ func TestCommitThenDropReplaysOnRetry(t *testing.T) {
 		t.Fatalf("journal = %+v, want the committed effect", journal)
 	}
 	r := call(t, s, keyedCreate("k", nil))
-	if r.status != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" || r.str("id") != journal[0].ID {
-		t.Fatalf("retry: %d %v %s", r.status, r.header, r.raw)
+	if r.Status != http.StatusOK || r.Header.Get("Idempotent-Replayed") != "true" || r.Str("id") != journal[0].ID {
+		t.Fatalf("retry: %d %v %s", r.Status, r.Header, r.Raw)
 	}
 	if n := len(s.Journal()); n != 1 {
 		t.Fatalf("journal has %d effects", n)
@@ -87,13 +87,13 @@ func TestCommitThenError(t *testing.T) {
 			t.Fatalf("journal has %d effects, want the committed one", n)
 		}
 		r := call(t, s, keyedCreate("k", nil))
-		if r.header.Get("Idempotent-Replayed") != "true" {
-			t.Fatalf("SaveError %v: retry not replayed: %v", saveError, r.header)
+		if r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("SaveError %v: retry not replayed: %v", saveError, r.Header)
 		}
 		if saveError {
 			wantError(t, r, http.StatusInternalServerError, "api_error", "")
-		} else if r.status != http.StatusOK || r.str("id") != s.Journal()[0].ID {
-			t.Fatalf("retry: %d %s", r.status, r.raw)
+		} else if r.Status != http.StatusOK || r.Str("id") != s.Journal()[0].ID {
+			t.Fatalf("retry: %d %s", r.Status, r.Raw)
 		}
 		// Without a key, nothing is replayed: a retry is a second effect.
 		s.Faults.Add(fault.Rule{Route: piRoute, Action: fault.CommitThenError})
@@ -119,7 +119,7 @@ func TestDelayCommitsAfterTheClientTimedOut(t *testing.T) {
 	}
 	testutil.WaitFor(t, "the replay", func() bool {
 		r := call(t, s, keyedCreate("k", nil))
-		return r.status == http.StatusOK && r.header.Get("Idempotent-Replayed") == "true" && r.str("id") == s.Journal()[0].ID
+		return r.Status == http.StatusOK && r.Header.Get("Idempotent-Replayed") == "true" && r.Str("id") == s.Journal()[0].ID
 	})
 	if n := len(s.Journal()); n != 1 {
 		t.Fatalf("journal has %d effects", n)
@@ -129,7 +129,7 @@ func TestDelayCommitsAfterTheClientTimedOut(t *testing.T) {
 func TestFaultsOnReads(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	id := call(t, s, keyedCreate("k", nil)).str("id")
+	id := call(t, s, keyedCreate("k", nil)).Str("id")
 	s.Faults.Add(fault.Rule{Route: "GET /v1/payment_intents/{id}", Attempt: 1, Action: fault.FailBeforeCommit})
 	s.Faults.Add(fault.Rule{Route: "GET /v1/payment_intents/search", Attempt: 1, Action: fault.DropBeforeCommit})
 	wantError(t, get(t, s, "/v1/payment_intents/"+id), http.StatusInternalServerError, "api_error", "")
@@ -159,7 +159,7 @@ func TestRandomFaultsKeepOneEffectPerKey(t *testing.T) {
 				t.Fatalf("%s: no success in 50 attempts; faults %v", key, s.Faults.Log())
 			}
 			r, err := send(s, keyedCreate(key, client))
-			if err == nil && r.status == http.StatusOK {
+			if err == nil && r.Status == http.StatusOK {
 				break
 			}
 		}

@@ -20,24 +20,24 @@ func TestIdempotentReplay(t *testing.T) {
 	s := start(t, nil)
 	first := post(t, s, "/v1/payment_intents", "act-1", piForm("1000", "metadata[idem_key]", "act-1", "expand[]", "latest_charge"))
 	wantStatus(t, first, http.StatusOK)
-	if first.header.Get("Idempotent-Replayed") != "" {
+	if first.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatal("first response marked as a replay")
 	}
 	// Same parameters in another order and array notation.
 	second := call(t, s, request{method: http.MethodPost, path: "/v1/payment_intents", key: "act-1",
 		body: "expand[0]=latest_charge&metadata[idem_key]=act-1&currency=usd&amount=1000"})
 	wantStatus(t, second, http.StatusOK)
-	if second.raw != first.raw || second.header.Get("Idempotent-Replayed") != "true" ||
-		second.header.Get("Idempotency-Key") != "act-1" || second.header.Get("Original-Request") != first.header.Get("Request-Id") ||
-		second.header.Get("Request-Id") == first.header.Get("Request-Id") {
-		t.Fatalf("replay: headers %v body %s", second.header, second.raw)
+	if second.Raw != first.Raw || second.Header.Get("Idempotent-Replayed") != "true" ||
+		second.Header.Get("Idempotency-Key") != "act-1" || second.Header.Get("Original-Request") != first.Header.Get("Request-Id") ||
+		second.Header.Get("Request-Id") == first.Header.Get("Request-Id") {
+		t.Fatalf("replay: headers %v body %s", second.Header, second.Raw)
 	}
 	if n := len(s.Journal()); n != 1 {
 		t.Fatalf("journal has %d effects, want 1", n)
 	}
 	// GETs ignore the header.
-	if g := call(t, s, request{method: http.MethodGet, path: "/v1/payment_intents/" + first.str("id"), key: "act-1"}); g.status != http.StatusOK || g.header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("GET with a key: %d %v", g.status, g.header)
+	if g := call(t, s, request{method: http.MethodGet, path: "/v1/payment_intents/" + first.Str("id"), key: "act-1"}); g.Status != http.StatusOK || g.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("GET with a key: %d %v", g.Status, g.Header)
 	}
 }
 
@@ -47,13 +47,13 @@ func TestIdempotencyKeyMisuse(t *testing.T) {
 	wantStatus(t, post(t, s, "/v1/payment_intents", "k", piForm("1000")), http.StatusOK)
 	other := post(t, s, "/v1/payment_intents", "k", piForm("2000"))
 	wantError(t, other, http.StatusBadRequest, "idempotency_error", "")
-	if other.header.Get("Idempotency-Key") != "k" || !strings.Contains(other.str("error", "message"), "same parameters") {
-		t.Fatalf("reuse with other params: %v %s", other.header, other.raw)
+	if other.Header.Get("Idempotency-Key") != "k" || !strings.Contains(other.Str("error", "message"), "same parameters") {
+		t.Fatalf("reuse with other params: %v %s", other.Header, other.Raw)
 	}
 	endpoint := post(t, s, "/v1/refunds", "k", url.Values{"charge": {"ch_1"}})
 	wantError(t, endpoint, http.StatusBadRequest, "idempotency_error", "")
-	if !strings.Contains(endpoint.str("error", "message"), "POST /v1/payment_intents") {
-		t.Fatalf("reuse on another endpoint: %s", endpoint.raw)
+	if !strings.Contains(endpoint.Str("error", "message"), "POST /v1/payment_intents") {
+		t.Fatalf("reuse on another endpoint: %s", endpoint.Raw)
 	}
 	wantError(t, post(t, s, "/v1/payment_intents", strings.Repeat("k", 256), piForm("1")), http.StatusBadRequest, "invalid_request_error", "")
 	if n := len(s.Journal()); n != 1 {
@@ -71,7 +71,7 @@ func TestValidationErrorsAreNotSaved(t *testing.T) {
 	wantError(t, call(t, s, request{method: http.MethodPost, path: "/v1/payment_intents", key: "k", auth: "-"}), http.StatusUnauthorized, "invalid_request_error", "")
 	r := post(t, s, "/v1/payment_intents", "k", piForm("1000"))
 	wantStatus(t, r, http.StatusOK)
-	if r.header.Get("Idempotent-Replayed") != "" {
+	if r.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatal("a failed validation was replayed")
 	}
 }
@@ -82,14 +82,14 @@ func TestKeysExpireAfterTheWindow(t *testing.T) {
 	s := start(t, &stripefake.Config{Clock: clock.Now, KeyWindow: time.Hour})
 	first := post(t, s, "/v1/payment_intents", "k", piForm("1000"))
 	clock.Advance(time.Hour - time.Second)
-	if r := post(t, s, "/v1/payment_intents", "k", piForm("1000")); r.str("id") != first.str("id") {
+	if r := post(t, s, "/v1/payment_intents", "k", piForm("1000")); r.Str("id") != first.Str("id") {
 		t.Fatal("key forgotten inside its window")
 	}
 	clock.Advance(time.Second)
 	again := post(t, s, "/v1/payment_intents", "k", piForm("2000")) // other params are fine once pruned
 	wantStatus(t, again, http.StatusOK)
-	if again.str("id") == first.str("id") || again.header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("expired key replayed: %s", again.raw)
+	if again.Str("id") == first.Str("id") || again.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("expired key replayed: %s", again.Raw)
 	}
 	if n := len(s.Journal()); n != 2 {
 		t.Fatalf("journal has %d effects, want 2", n)
@@ -129,8 +129,8 @@ func TestInFlightKeyConflicts(t *testing.T) {
 	<-clock.claimed
 	busy := post(t, s, "/v1/payment_intents", "busy", piForm("1000"))
 	wantError(t, busy, http.StatusConflict, "invalid_request_error", "idempotency_key_in_use")
-	if busy.header.Get("Idempotency-Key") != "busy" {
-		t.Fatalf("409 without the key echoed: %v", busy.header)
+	if busy.Header.Get("Idempotency-Key") != "busy" {
+		t.Fatalf("409 without the key echoed: %v", busy.Header)
 	}
 	if n := len(s.Journal()); n != 0 {
 		t.Fatalf("journal has %d effects while the first request waits", n)
@@ -141,7 +141,7 @@ func TestInFlightKeyConflicts(t *testing.T) {
 	}
 	testutil.WaitFor(t, "the late commit", func() bool { return len(s.Journal()) == 1 })
 	testutil.WaitFor(t, "the key to be released", func() bool {
-		return post(t, s, "/v1/payment_intents", "busy", piForm("1000")).header.Get("Idempotent-Replayed") == "true"
+		return post(t, s, "/v1/payment_intents", "busy", piForm("1000")).Header.Get("Idempotent-Replayed") == "true"
 	})
 	if n := len(s.Journal()); n != 1 {
 		t.Fatalf("journal has %d effects, want 1", n)
@@ -171,18 +171,18 @@ func TestConcurrentRequestsWithOneKey(t *testing.T) {
 			t.Fatalf("request %d: %v", i, errs[i])
 		}
 		switch {
-		case r.status == http.StatusOK && r.header.Get("Idempotent-Replayed") == "true":
+		case r.Status == http.StatusOK && r.Header.Get("Idempotent-Replayed") == "true":
 			replayed++
-		case r.status == http.StatusOK:
+		case r.Status == http.StatusOK:
 			fresh++
-		case r.status == http.StatusConflict && r.str("error", "code") == "idempotency_key_in_use":
+		case r.Status == http.StatusConflict && r.Str("error", "code") == "idempotency_key_in_use":
 			conflicts++
 			continue
 		default:
-			t.Fatalf("request %d: %d %s", i, r.status, r.raw)
+			t.Fatalf("request %d: %d %s", i, r.Status, r.Raw)
 		}
-		if r.str("id") != journal[0].ID {
-			t.Fatalf("request %d answered %s, journal has %s", i, r.str("id"), journal[0].ID)
+		if r.Str("id") != journal[0].ID {
+			t.Fatalf("request %d answered %s, journal has %s", i, r.Str("id"), journal[0].ID)
 		}
 	}
 	if fresh != 1 || replayed+conflicts != n-1 {
@@ -197,8 +197,8 @@ func TestConcurrentDistinctKeys(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			key := "k-" + string(rune('a'+i))
-			if r, err := send(s, request{method: http.MethodPost, path: "/v1/payment_intents", key: key, body: piForm("100").Encode()}); err != nil || r.status != http.StatusOK {
-				t.Errorf("%s: %v %d", key, err, r.status)
+			if r, err := send(s, request{method: http.MethodPost, path: "/v1/payment_intents", key: key, body: piForm("100").Encode()}); err != nil || r.Status != http.StatusOK {
+				t.Errorf("%s: %v %d", key, err, r.Status)
 			}
 		})
 	}

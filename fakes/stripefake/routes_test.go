@@ -24,20 +24,20 @@ func TestCreateAndRetrievePaymentIntent(t *testing.T) {
 	r := post(t, s, "/v1/payment_intents", "k1", piForm("2000",
 		"metadata[idem_key]", "act_1", "payment_method_types[]", "card", "description", "Order 42"))
 	wantStatus(t, r, http.StatusOK)
-	id := r.str("id")
-	if !strings.HasPrefix(id, "pi_") || r.str("object") != "payment_intent" || r.num("amount") != 2000 ||
-		r.str("currency") != "usd" || r.str("status") != "requires_payment_method" || r.get("livemode") != false ||
-		r.str("metadata", "idem_key") != "act_1" || int64(r.num("created")) != clock.Now().Unix() ||
-		!strings.HasPrefix(r.str("client_secret"), id+"_secret_") {
-		t.Fatalf("unexpected PaymentIntent: %s", r.raw)
+	id := r.Str("id")
+	if !strings.HasPrefix(id, "pi_") || r.Str("object") != "payment_intent" || r.Num("amount") != 2000 ||
+		r.Str("currency") != "usd" || r.Str("status") != "requires_payment_method" || r.Get("livemode") != false ||
+		r.Str("metadata", "idem_key") != "act_1" || int64(r.Num("created")) != clock.Now().Unix() ||
+		!strings.HasPrefix(r.Str("client_secret"), id+"_secret_") {
+		t.Fatalf("unexpected PaymentIntent: %s", r.Raw)
 	}
-	if r.header.Get("Idempotency-Key") != "k1" || !strings.HasPrefix(r.header.Get("Request-Id"), "req_") {
-		t.Fatalf("headers = %v", r.header)
+	if r.Header.Get("Idempotency-Key") != "k1" || !strings.HasPrefix(r.Header.Get("Request-Id"), "req_") {
+		t.Fatalf("headers = %v", r.Header)
 	}
 	got := get(t, s, "/v1/payment_intents/"+id)
 	wantStatus(t, got, http.StatusOK)
-	if got.raw != r.raw {
-		t.Fatalf("retrieve = %s, create = %s", got.raw, r.raw)
+	if got.Raw != r.Raw {
+		t.Fatalf("retrieve = %s, create = %s", got.Raw, r.Raw)
 	}
 	journal := s.Journal()
 	if len(journal) != 1 {
@@ -56,32 +56,32 @@ func TestConfirmSucceedsOrDeclines(t *testing.T) {
 	s := start(t, nil)
 	ok := post(t, s, "/v1/payment_intents", "", piForm("1500", "confirm", "true", "payment_method", "pm_card_visa", "expand[]", "latest_charge"))
 	wantStatus(t, ok, http.StatusOK)
-	if ok.str("status") != "succeeded" || ok.num("amount_received") != 1500 || ok.str("latest_charge", "status") != "succeeded" ||
-		ok.str("latest_charge", "payment_intent") != ok.str("id") {
-		t.Fatalf("confirmed PaymentIntent: %s", ok.raw)
+	if ok.Str("status") != "succeeded" || ok.Num("amount_received") != 1500 || ok.Str("latest_charge", "status") != "succeeded" ||
+		ok.Str("latest_charge", "payment_intent") != ok.Str("id") {
+		t.Fatalf("confirmed PaymentIntent: %s", ok.Raw)
 	}
-	chargeID := ok.str("latest_charge", "id")
-	if ch := get(t, s, "/v1/charges/"+chargeID); ch.num("amount_captured") != 1500 || ch.get("paid") != true {
-		t.Fatalf("charge: %s", ch.raw)
+	chargeID := ok.Str("latest_charge", "id")
+	if ch := get(t, s, "/v1/charges/"+chargeID); ch.Num("amount_captured") != 1500 || ch.Get("paid") != true {
+		t.Fatalf("charge: %s", ch.Raw)
 	}
 
 	declined := post(t, s, "/v1/payment_intents", "dec-1", piForm("1500", "confirm", "true", "payment_method", "pm_card_chargeDeclined"))
 	wantError(t, declined, http.StatusPaymentRequired, "card_error", "card_declined")
-	if declined.str("error", "decline_code") != "generic_decline" || declined.str("error", "payment_intent", "status") != "requires_payment_method" ||
-		!strings.HasPrefix(declined.str("error", "charge"), "ch_") {
-		t.Fatalf("decline: %s", declined.raw)
+	if declined.Str("error", "decline_code") != "generic_decline" || declined.Str("error", "payment_intent", "status") != "requires_payment_method" ||
+		!strings.HasPrefix(declined.Str("error", "charge"), "ch_") {
+		t.Fatalf("decline: %s", declined.Raw)
 	}
 	// The decline began executing: it is saved and replayed.
 	again := post(t, s, "/v1/payment_intents", "dec-1", piForm("1500", "confirm", "true", "payment_method", "pm_card_chargeDeclined"))
-	if again.status != http.StatusPaymentRequired || again.header.Get("Idempotent-Replayed") != "true" || again.raw != declined.raw {
-		t.Fatalf("replayed decline: %d %v %s", again.status, again.header, again.raw)
+	if again.Status != http.StatusPaymentRequired || again.Header.Get("Idempotent-Replayed") != "true" || again.Raw != declined.Raw {
+		t.Fatalf("replayed decline: %d %v %s", again.Status, again.Header, again.Raw)
 	}
 	if n := len(fakes.Filter(s.Journal(), fakes.KindPaymentIntent, "")); n != 1 {
 		t.Fatalf("journal has %d payment intents, want 1 (declines are not effects)", n)
 	}
 	wantError(t, post(t, s, "/v1/payment_intents", "", piForm("100", "confirm", "true")), http.StatusBadRequest, "invalid_request_error", "payment_intent_unexpected_state")
-	if r := post(t, s, "/v1/payment_intents", "", piForm("100", "payment_method", "pm_card_visa")); r.str("status") != "requires_confirmation" {
-		t.Fatalf("unconfirmed with a method: %s", r.raw)
+	if r := post(t, s, "/v1/payment_intents", "", piForm("100", "payment_method", "pm_card_visa")); r.Str("status") != "requires_confirmation" {
+		t.Fatalf("unconfirmed with a method: %s", r.Raw)
 	}
 }
 
@@ -114,8 +114,8 @@ func TestParameterValidation(t *testing.T) {
 			t.Parallel()
 			r := call(t, s, request{method: http.MethodPost, path: tc.path, body: tc.body})
 			wantError(t, r, http.StatusBadRequest, "invalid_request_error", tc.code)
-			if r.str("error", "param") != tc.param {
-				t.Fatalf("param = %q, want %q", r.str("error", "param"), tc.param)
+			if r.Str("error", "param") != tc.param {
+				t.Fatalf("param = %q, want %q", r.Str("error", "param"), tc.param)
 			}
 		})
 	}
@@ -124,9 +124,9 @@ func TestParameterValidation(t *testing.T) {
 	}
 	ok := call(t, s, request{method: http.MethodPost, path: "/v1/payment_intents", body: "amount=100&currency=USD&metadata=&automatic_payment_methods[enabled]=true&payment_method_types[0]=card&payment_method_types[1]=link"})
 	wantStatus(t, ok, http.StatusOK)
-	if ok.str("currency") != "usd" || ok.get("automatic_payment_methods", "enabled") != true ||
-		!slices.Equal(ok.get("payment_method_types").([]any), []any{"card", "link"}) {
-		t.Fatalf("created: %s", ok.raw)
+	if ok.Str("currency") != "usd" || ok.Get("automatic_payment_methods", "enabled") != true ||
+		!slices.Equal(ok.Get("payment_method_types").([]any), []any{"card", "link"}) {
+		t.Fatalf("created: %s", ok.Raw)
 	}
 }
 
@@ -136,8 +136,8 @@ func TestAuthentication(t *testing.T) {
 	for _, auth := range []string{"-", "Bearer sk_live_abcdefghijkl", "Bearer pk_test_abc", "Bearer sk_test_", "Token sk_test_abc"} {
 		r := call(t, s, request{method: http.MethodGet, path: "/v1/payment_intents", auth: auth})
 		wantError(t, r, http.StatusUnauthorized, "invalid_request_error", "")
-		if strings.Contains(r.raw, "abcdefghijkl") {
-			t.Fatalf("the key was not redacted: %s", r.raw)
+		if strings.Contains(r.Raw, "abcdefghijkl") {
+			t.Fatalf("the key was not redacted: %s", r.Raw)
 		}
 	}
 	hr, _ := http.NewRequest(http.MethodGet, s.URL+"/v1/payment_intents", nil)
@@ -198,7 +198,7 @@ func TestListPagination(t *testing.T) {
 	var created []string // oldest first
 	for i := range 5 {
 		r := post(t, s, "/v1/payment_intents", "", piForm("100"))
-		created = append(created, r.str("id"))
+		created = append(created, r.Str("id"))
 		if i%2 == 0 {
 			clock.Advance(10 * time.Second) // two share a second, ordered by creation
 		}
@@ -207,33 +207,33 @@ func TestListPagination(t *testing.T) {
 	slices.Reverse(newestFirst)
 
 	p1 := get(t, s, "/v1/payment_intents?limit=2")
-	if p1.str("object") != "list" || p1.str("url") != "/v1/payment_intents" || p1.get("has_more") != true ||
-		!slices.Equal(ids(p1.data()), newestFirst[:2]) {
-		t.Fatalf("page 1: %s", p1.raw)
+	if p1.Str("object") != "list" || p1.Str("url") != "/v1/payment_intents" || p1.Get("has_more") != true ||
+		!slices.Equal(testutil.IDs(p1.Data()), newestFirst[:2]) {
+		t.Fatalf("page 1: %s", p1.Raw)
 	}
 	p2 := get(t, s, "/v1/payment_intents?limit=2&starting_after="+newestFirst[1])
-	if p2.get("has_more") != true || !slices.Equal(ids(p2.data()), newestFirst[2:4]) {
-		t.Fatalf("page 2: %v", ids(p2.data()))
+	if p2.Get("has_more") != true || !slices.Equal(testutil.IDs(p2.Data()), newestFirst[2:4]) {
+		t.Fatalf("page 2: %v", testutil.IDs(p2.Data()))
 	}
 	p3 := get(t, s, "/v1/payment_intents?limit=2&starting_after="+newestFirst[3])
-	if p3.get("has_more") != false || !slices.Equal(ids(p3.data()), newestFirst[4:]) {
-		t.Fatalf("page 3: %v", ids(p3.data()))
+	if p3.Get("has_more") != false || !slices.Equal(testutil.IDs(p3.Data()), newestFirst[4:]) {
+		t.Fatalf("page 3: %v", testutil.IDs(p3.Data()))
 	}
 	back := get(t, s, "/v1/payment_intents?limit=2&ending_before="+newestFirst[4])
-	if back.get("has_more") != true || !slices.Equal(ids(back.data()), newestFirst[2:4]) {
-		t.Fatalf("ending_before: %v has_more %v", ids(back.data()), back.get("has_more"))
+	if back.Get("has_more") != true || !slices.Equal(testutil.IDs(back.Data()), newestFirst[2:4]) {
+		t.Fatalf("ending_before: %v has_more %v", testutil.IDs(back.Data()), back.Get("has_more"))
 	}
 	// Created at T0, T10, T10, T20, T20; the clock is at T30.
 	start := clock.Now().Add(-20 * time.Second).Unix()
 	recent := get(t, s, "/v1/payment_intents?created[gte]="+strconv.FormatInt(start, 10))
-	if !slices.Equal(ids(recent.data()), newestFirst[:4]) {
-		t.Fatalf("created[gte]: %v, want %v", ids(recent.data()), newestFirst[:4])
+	if !slices.Equal(testutil.IDs(recent.Data()), newestFirst[:4]) {
+		t.Fatalf("created[gte]: %v, want %v", testutil.IDs(recent.Data()), newestFirst[:4])
 	}
-	if exact := get(t, s, "/v1/payment_intents?created="+strconv.FormatInt(start, 10)); !slices.Equal(ids(exact.data()), newestFirst[2:4]) {
-		t.Fatalf("created=: %v", ids(exact.data()))
+	if exact := get(t, s, "/v1/payment_intents?created="+strconv.FormatInt(start, 10)); !slices.Equal(testutil.IDs(exact.Data()), newestFirst[2:4]) {
+		t.Fatalf("created=: %v", testutil.IDs(exact.Data()))
 	}
-	if exp := get(t, s, "/v1/payment_intents?limit=1&expand[]=data.latest_charge"); exp.status != http.StatusOK {
-		t.Fatalf("expand data.latest_charge: %s", exp.raw)
+	if exp := get(t, s, "/v1/payment_intents?limit=1&expand[]=data.latest_charge"); exp.Status != http.StatusOK {
+		t.Fatalf("expand data.latest_charge: %s", exp.Raw)
 	}
 	wantError(t, get(t, s, "/v1/payment_intents?starting_after=pi_nope"), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	wantError(t, get(t, s, "/v1/payment_intents?limit=101"), http.StatusBadRequest, "invalid_request_error", "")
@@ -258,50 +258,50 @@ func TestSearchLagsAndMatches(t *testing.T) {
 		wantStatus(t, r, http.StatusOK)
 		return r
 	}
-	if r := search("metadata['idem_key']:'key-a'"); len(r.data()) != 0 || r.str("object") != "search_result" {
-		t.Fatalf("found before the index caught up: %s", r.raw)
+	if r := search("metadata['idem_key']:'key-a'"); len(r.Data()) != 0 || r.Str("object") != "search_result" {
+		t.Fatalf("found before the index caught up: %s", r.Raw)
 	}
 	clock.Advance(59 * time.Second) // a is 60 s old, b 59 s
-	if r := search("metadata['idem_key']:'key-a'"); !slices.Equal(ids(r.data()), []string{a.str("id")}) {
-		t.Fatalf("a after the lag: %s", r.raw)
+	if r := search("metadata['idem_key']:'key-a'"); !slices.Equal(testutil.IDs(r.Data()), []string{a.Str("id")}) {
+		t.Fatalf("a after the lag: %s", r.Raw)
 	}
-	if r := search(`metadata["idem_key"]:"key-b"`); len(r.data()) != 0 {
+	if r := search(`metadata["idem_key"]:"key-b"`); len(r.Data()) != 0 {
 		t.Fatalf("b visible 59 s after creation with a 60 s lag")
 	}
 	clock.Advance(time.Second)
 	for q, want := range map[string][]string{
-		`metadata["idem_key"]:"key-b"`:                            {b.str("id")},
-		"status:'succeeded'":                                      {b.str("id")},
-		"-status:'succeeded'":                                     {a.str("id")},
-		"amount>=500 AND currency:'usd'":                          {b.str("id"), a.str("id")},
-		"amount>600 OR metadata['tenant']:'acme'":                 {b.str("id"), a.str("id")},
-		"metadata['tenant']:null":                                 {b.str("id")},
-		"metadata['idem_key']~'ey-'":                              {b.str("id"), a.str("id")},
-		"amount:500":                                              {a.str("id")},
+		`metadata["idem_key"]:"key-b"`:                            {b.Str("id")},
+		"status:'succeeded'":                                      {b.Str("id")},
+		"-status:'succeeded'":                                     {a.Str("id")},
+		"amount>=500 AND currency:'usd'":                          {b.Str("id"), a.Str("id")},
+		"amount>600 OR metadata['tenant']:'acme'":                 {b.Str("id"), a.Str("id")},
+		"metadata['tenant']:null":                                 {b.Str("id")},
+		"metadata['idem_key']~'ey-'":                              {b.Str("id"), a.Str("id")},
+		"amount:500":                                              {a.Str("id")},
 		"metadata['idem_key']:'key-a' AND status:'nope'":          nil,
 		`metadata['idem_key']:'it\'s'`:                            nil,
-		"created<" + strconv.FormatInt(clock.Now().Unix()-60, 10): {a.str("id")},
+		"created<" + strconv.FormatInt(clock.Now().Unix()-60, 10): {a.Str("id")},
 		"customer:'cus_1'":                                        nil,
-		"metadata['idem_key']:'key-a'  AND  amount:500 ":          {a.str("id")},
+		"metadata['idem_key']:'key-a'  AND  amount:500 ":          {a.Str("id")},
 	} {
-		if got := ids(search(q).data()); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+		if got := testutil.IDs(search(q).Data()); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 			t.Errorf("search %q = %v, want %v", q, got, want)
 		}
 	}
 	p1 := search("currency:'usd'", "limit", "1")
-	next := p1.str("next_page")
-	if p1.get("has_more") != true || next == "" || !slices.Equal(ids(p1.data()), []string{b.str("id")}) {
-		t.Fatalf("search page 1: %s", p1.raw)
+	next := p1.Str("next_page")
+	if p1.Get("has_more") != true || next == "" || !slices.Equal(testutil.IDs(p1.Data()), []string{b.Str("id")}) {
+		t.Fatalf("search page 1: %s", p1.Raw)
 	}
 	p2 := search("currency:'usd'", "limit", "1", "page", next)
-	if p2.get("has_more") != false || !slices.Equal(ids(p2.data()), []string{a.str("id")}) {
-		t.Fatalf("search page 2: %s", p2.raw)
+	if p2.Get("has_more") != false || !slices.Equal(testutil.IDs(p2.Data()), []string{a.Str("id")}) {
+		t.Fatalf("search page 2: %s", p2.Raw)
 	}
 	for _, bad := range []string{"", "colour:'red'", "status:succeeded", "amount:'x'", "status>'a'", "a:1 AND b:2 OR c:3",
 		"status:'a' AND amount:1 OR amount:2", "metadata[k]:'v'", "metadata['k':'v'", "status:'unterminated", "amount~'abc'", "status~'ab'", "status:'a' XOR status:'b'"} {
 		r := get(t, s, "/v1/payment_intents/search?"+url.Values{"query": {bad}}.Encode())
-		if r.status != http.StatusBadRequest || r.str("error", "type") != "invalid_request_error" {
-			t.Errorf("query %q: %d %s", bad, r.status, r.raw)
+		if r.Status != http.StatusBadRequest || r.Str("error", "type") != "invalid_request_error" {
+			t.Errorf("query %q: %d %s", bad, r.Status, r.Raw)
 		}
 	}
 	wantError(t, get(t, s, "/v1/payment_intents/search?query=amount:1&page=garbage"), http.StatusBadRequest, "invalid_request_error", "")
@@ -311,44 +311,44 @@ func TestRefunds(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
 	pi := post(t, s, "/v1/payment_intents", "", piForm("1000", "confirm", "true", "payment_method", "pm_card_visa"))
-	piID, chID := pi.str("id"), pi.str("latest_charge")
+	piID, chID := pi.Str("id"), pi.Str("latest_charge")
 
 	r1 := post(t, s, "/v1/refunds", "rf-1", url.Values{"payment_intent": {piID}, "amount": {"300"}, "metadata[idem_key]": {"act-9"}, "reason": {"requested_by_customer"}})
 	wantStatus(t, r1, http.StatusOK)
-	if !strings.HasPrefix(r1.str("id"), "re_") || r1.str("object") != "refund" || r1.num("amount") != 300 || r1.str("charge") != chID ||
-		r1.str("payment_intent") != piID || r1.str("status") != "succeeded" || r1.str("metadata", "idem_key") != "act-9" {
-		t.Fatalf("refund: %s", r1.raw)
+	if !strings.HasPrefix(r1.Str("id"), "re_") || r1.Str("object") != "refund" || r1.Num("amount") != 300 || r1.Str("charge") != chID ||
+		r1.Str("payment_intent") != piID || r1.Str("status") != "succeeded" || r1.Str("metadata", "idem_key") != "act-9" {
+		t.Fatalf("refund: %s", r1.Raw)
 	}
 	tooMuch := post(t, s, "/v1/refunds", "rf-2", url.Values{"payment_intent": {piID}, "amount": {"701"}})
 	wantError(t, tooMuch, http.StatusBadRequest, "invalid_request_error", "amount_too_large")
 	// Decided while executing: saved under the key.
-	if again := post(t, s, "/v1/refunds", "rf-2", url.Values{"payment_intent": {piID}, "amount": {"701"}}); again.header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("amount_too_large not replayed: %v", again.header)
+	if again := post(t, s, "/v1/refunds", "rf-2", url.Values{"payment_intent": {piID}, "amount": {"701"}}); again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("amount_too_large not replayed: %v", again.Header)
 	}
 	rest := post(t, s, "/v1/refunds", "", url.Values{"charge": {chID}, "expand[]": {"charge"}})
-	if rest.num("amount") != 700 || rest.num("charge", "amount_refunded") != 1000 || rest.get("charge", "refunded") != true {
-		t.Fatalf("remaining refund: %s", rest.raw)
+	if rest.Num("amount") != 700 || rest.Num("charge", "amount_refunded") != 1000 || rest.Get("charge", "refunded") != true {
+		t.Fatalf("remaining refund: %s", rest.Raw)
 	}
 	wantError(t, post(t, s, "/v1/refunds", "", url.Values{"charge": {chID}}), http.StatusBadRequest, "invalid_request_error", "charge_already_refunded")
 	wantError(t, post(t, s, "/v1/refunds", "", url.Values{"payment_intent": {"pi_nope"}}), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	wantError(t, post(t, s, "/v1/refunds", "", url.Values{"charge": {"ch_nope"}}), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	wantError(t, post(t, s, "/v1/refunds", "", url.Values{"charge": {chID}, "payment_intent": {piID}}), http.StatusBadRequest, "invalid_request_error", "")
 	open := post(t, s, "/v1/payment_intents", "", piForm("100"))
-	wantError(t, post(t, s, "/v1/refunds", "", url.Values{"payment_intent": {open.str("id")}}), http.StatusBadRequest, "invalid_request_error", "payment_intent_unexpected_state")
+	wantError(t, post(t, s, "/v1/refunds", "", url.Values{"payment_intent": {open.Str("id")}}), http.StatusBadRequest, "invalid_request_error", "payment_intent_unexpected_state")
 
 	other := post(t, s, "/v1/payment_intents", "", piForm("50", "confirm", "true", "payment_method", "pm_card_visa"))
-	post(t, s, "/v1/refunds", "", url.Values{"payment_intent": {other.str("id")}})
+	post(t, s, "/v1/refunds", "", url.Values{"payment_intent": {other.Str("id")}})
 
 	list := get(t, s, "/v1/refunds?payment_intent="+piID)
-	if !slices.Equal(ids(list.data()), []string{rest.str("id"), r1.str("id")}) || list.str("url") != "/v1/refunds" {
-		t.Fatalf("refunds of %s: %s", piID, list.raw)
+	if !slices.Equal(testutil.IDs(list.Data()), []string{rest.Str("id"), r1.Str("id")}) || list.Str("url") != "/v1/refunds" {
+		t.Fatalf("refunds of %s: %s", piID, list.Raw)
 	}
-	if all := get(t, s, "/v1/refunds?limit=1&starting_after="+rest.str("id")); !slices.Equal(ids(all.data()), []string{r1.str("id")}) || all.get("has_more") != false {
-		t.Fatalf("refund page: %s", all.raw)
+	if all := get(t, s, "/v1/refunds?limit=1&starting_after="+rest.Str("id")); !slices.Equal(testutil.IDs(all.Data()), []string{r1.Str("id")}) || all.Get("has_more") != false {
+		t.Fatalf("refund page: %s", all.Raw)
 	}
-	got := get(t, s, "/v1/refunds/"+r1.str("id")+"?expand[]=payment_intent")
-	if got.str("payment_intent", "id") != piID {
-		t.Fatalf("retrieve refund: %s", got.raw)
+	got := get(t, s, "/v1/refunds/"+r1.Str("id")+"?expand[]=payment_intent")
+	if got.Str("payment_intent", "id") != piID {
+		t.Fatalf("retrieve refund: %s", got.Raw)
 	}
 	wantError(t, get(t, s, "/v1/refunds/re_nope"), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	refunds := fakes.Filter(s.Journal(), fakes.KindRefund, "")
@@ -362,19 +362,19 @@ func TestCharges(t *testing.T) {
 	s := start(t, nil)
 	ch := post(t, s, "/v1/charges", "c-1", url.Values{"amount": {"2500"}, "currency": {"gbp"}, "source": {"tok_visa"}, "metadata[order]": {"o-1"}})
 	wantStatus(t, ch, http.StatusOK)
-	if !strings.HasPrefix(ch.str("id"), "ch_") || ch.str("object") != "charge" || ch.str("status") != "succeeded" || ch.get("paid") != true || ch.get("payment_intent") != nil {
-		t.Fatalf("charge: %s", ch.raw)
+	if !strings.HasPrefix(ch.Str("id"), "ch_") || ch.Str("object") != "charge" || ch.Str("status") != "succeeded" || ch.Get("paid") != true || ch.Get("payment_intent") != nil {
+		t.Fatalf("charge: %s", ch.Raw)
 	}
-	if got := get(t, s, "/v1/charges/"+ch.str("id")); got.raw != ch.raw {
-		t.Fatalf("retrieve = %s", got.raw)
+	if got := get(t, s, "/v1/charges/"+ch.Str("id")); got.Raw != ch.Raw {
+		t.Fatalf("retrieve = %s", got.Raw)
 	}
 	dec := post(t, s, "/v1/charges", "", url.Values{"amount": {"2500"}, "currency": {"gbp"}, "source": {"tok_chargeDeclinedInsufficientFunds"}})
 	wantError(t, dec, http.StatusPaymentRequired, "card_error", "card_declined")
-	if dec.str("error", "decline_code") != "insufficient_funds" {
-		t.Fatalf("decline: %s", dec.raw)
+	if dec.Str("error", "decline_code") != "insufficient_funds" {
+		t.Fatalf("decline: %s", dec.Raw)
 	}
-	if failed := get(t, s, "/v1/charges/"+dec.str("error", "charge")); failed.str("status") != "failed" || failed.str("failure_code") != "card_declined" {
-		t.Fatalf("failed charge: %s", failed.raw)
+	if failed := get(t, s, "/v1/charges/"+dec.Str("error", "charge")); failed.Str("status") != "failed" || failed.Str("failure_code") != "card_declined" {
+		t.Fatalf("failed charge: %s", failed.Raw)
 	}
 	wantError(t, post(t, s, "/v1/charges", "", url.Values{"amount": {"1"}, "currency": {"usd"}, "source": {"card_123"}}), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	wantError(t, get(t, s, "/v1/charges/ch_nope"), http.StatusNotFound, "invalid_request_error", "resource_missing")
@@ -388,7 +388,7 @@ func TestResetAndDeterministicIDs(t *testing.T) {
 	run := func(s *stripefake.Server) []string {
 		var out []string
 		for _, amount := range []string{"100", "200"} {
-			out = append(out, post(t, s, "/v1/payment_intents", "k"+amount, piForm(amount)).str("id"))
+			out = append(out, post(t, s, "/v1/payment_intents", "k"+amount, piForm(amount)).Str("id"))
 		}
 		return out
 	}
@@ -415,7 +415,7 @@ func TestResetAndDeterministicIDs(t *testing.T) {
 	if n := len(s1.Journal()); n != 2 {
 		t.Fatalf("after Reset the requests committed %d effects, want 2", n)
 	}
-	if n := len(get(t, s1, "/v1/payment_intents").data()); n != 2 {
+	if n := len(get(t, s1, "/v1/payment_intents").Data()); n != 2 {
 		t.Fatalf("after Reset the list holds %d objects, want 2", n)
 	}
 }

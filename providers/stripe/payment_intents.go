@@ -134,20 +134,7 @@ func (s *PaymentIntents) Lookup(ctx context.Context, downstreamKey string) (prov
 			return found(pi), nil
 		}
 	}
-	pi, ok, complete, err := scan[PaymentIntent](ctx, s.a, "/v1/payment_intents", url.Values{"created[gte]": {strconv.FormatInt(since, 10)}}, downstreamKey)
-	switch {
-	case err != nil:
-		return providers.LookupResult{}, err
-	case ok:
-		return found(pi), nil
-	case complete:
-		return providers.LookupResult{Status: providers.NotFound}, nil
-	}
-	return providers.LookupResult{Status: providers.Inconclusive}, nil
-}
-
-func found(o object) providers.LookupResult {
-	return providers.LookupResult{Status: providers.Found, Ref: o.id(), Summary: o.Summary()}
+	return scan[PaymentIntent](ctx, s.a, "/v1/payment_intents", url.Values{"created[gte]": {strconv.FormatInt(since, 10)}}, downstreamKey)
 }
 
 // quote escapes a value for a single-quoted search string.

@@ -101,16 +101,7 @@ func (s *Refunds) Capabilities() providers.Capabilities {
 // NotFound when the list ended within the bound, Inconclusive when it was
 // cut: more refunds were made since than the bound covers.
 func (s *Refunds) Lookup(ctx context.Context, downstreamKey string) (providers.LookupResult, error) {
-	re, ok, complete, err := scan[Refund](ctx, s.a, "/v1/refunds", url.Values{}, downstreamKey)
-	switch {
-	case err != nil:
-		return providers.LookupResult{}, err
-	case ok:
-		return found(re), nil
-	case complete:
-		return providers.LookupResult{Status: providers.NotFound}, nil
-	}
-	return providers.LookupResult{Status: providers.Inconclusive}, nil
+	return scan[Refund](ctx, s.a, "/v1/refunds", url.Values{}, downstreamKey)
 }
 
 var _ providers.Adapter = (*Refunds)(nil)

@@ -203,27 +203,31 @@ type object interface {
 	Summary() string
 }
 
-// scan walks a list endpoint newest first, up to MaxListPages pages, and
-// returns the object carrying key. complete reports that the list ended
-// within the bound.
-func scan[T object](ctx context.Context, a *api, path string, query url.Values, key string) (found T, ok, complete bool, err error) {
+// scan walks a list endpoint newest first, up to MaxListPages pages, for
+// the object carrying key: Found, NotFound when the list ended within the
+// bound, Inconclusive when the bound cut it.
+func scan[T object](ctx context.Context, a *api, path string, query url.Values, key string) (providers.LookupResult, error) {
 	query.Set("limit", strconv.Itoa(listPageSize))
 	for range a.cfg.MaxListPages {
 		var page list[T]
 		if err := a.get(ctx, path, query, &page); err != nil {
-			return found, false, false, err
+			return providers.LookupResult{}, err
 		}
 		for _, o := range page.Data {
 			if o.key() == key {
-				return o, true, true, nil
+				return found(o), nil
 			}
 		}
 		if !page.HasMore {
-			return found, false, true, nil
+			return providers.LookupResult{Status: providers.NotFound}, nil
 		}
 		query.Set("starting_after", page.Data[len(page.Data)-1].id())
 	}
-	return found, false, false, nil
+	return providers.LookupResult{Status: providers.Inconclusive}, nil
+}
+
+func found(o object) providers.LookupResult {
+	return providers.LookupResult{Status: providers.Found, Ref: o.id(), Summary: o.Summary()}
 }
 
 // zeroDecimal are the currencies whose amounts have no minor unit.

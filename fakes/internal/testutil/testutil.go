@@ -51,6 +51,12 @@ func (r Reply) Str(path ...string) string {
 	return v
 }
 
+// Num returns the number at path in the body (0 if absent).
+func (r Reply) Num(path ...string) float64 {
+	v, _ := r.Get(path...).(float64)
+	return v
+}
+
 // Get returns the value at path in the body (nil if absent).
 func (r Reply) Get(path ...string) any {
 	var cur any = r.Body
