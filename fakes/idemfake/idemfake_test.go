@@ -143,21 +143,9 @@ func TestKeysExpire(t *testing.T) {
 	}
 }
 
-// signalClock closes claimed on its first reading: the fake reads its clock
-// first while claiming the key of the first request.
-type signalClock struct {
-	once    sync.Once
-	claimed chan struct{}
-}
-
-func (c *signalClock) Now() time.Time {
-	c.once.Do(func() { close(c.claimed) })
-	return time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
-}
-
 func TestConflictWhileInFlight(t *testing.T) {
 	t.Parallel()
-	clock := &signalClock{claimed: make(chan struct{})}
+	clock := testutil.NewSignalClock()
 	s := start(t, &idemfake.Config{Clock: clock.Now})
 	s.Faults.Add(fault.Rule{Route: "POST /v1/orders", Attempt: 1, Action: fault.Delay})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -171,7 +159,7 @@ func TestConflictWhileInFlight(t *testing.T) {
 		}
 		done <- err
 	}()
-	<-clock.claimed
+	<-clock.Read
 	wantProblem(t, create(t, s, "busy", order), http.StatusConflict, "/problems/idempotency-key-in-use")
 	cancel()
 	if err := <-done; err == nil {

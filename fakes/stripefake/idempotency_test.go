@@ -96,21 +96,9 @@ func TestKeysExpireAfterTheWindow(t *testing.T) {
 	}
 }
 
-// signalClock closes claimed on its first reading, which the fake takes
-// while claiming the first keyed request.
-type signalClock struct {
-	once    sync.Once
-	claimed chan struct{}
-}
-
-func (c *signalClock) Now() time.Time {
-	c.once.Do(func() { close(c.claimed) })
-	return time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
-}
-
 func TestInFlightKeyConflicts(t *testing.T) {
 	t.Parallel()
-	clock := &signalClock{claimed: make(chan struct{})}
+	clock := testutil.NewSignalClock()
 	s := start(t, &stripefake.Config{Clock: clock.Now})
 	// The first request holds its key until its client gives up.
 	s.Faults.Add(fault.Rule{Route: "POST /v1/payment_intents", Attempt: 1, Action: fault.Delay})
@@ -126,7 +114,7 @@ func TestInFlightKeyConflicts(t *testing.T) {
 		}
 		done <- err
 	}()
-	<-clock.claimed
+	<-clock.Read
 	busy := post(t, s, "/v1/payment_intents", "busy", piForm("1000"))
 	wantError(t, busy, http.StatusConflict, "invalid_request_error", "idempotency_key_in_use")
 	if busy.Header.Get("Idempotency-Key") != "busy" {

@@ -1,5 +1,5 @@
-// Package testutil holds helpers shared by the fakes' tests: a settable
-// clock, polling with a deadline, and JSON requests.
+// Package testutil holds helpers shared by the fakes' tests: settable and
+// signalling clocks, polling with a deadline, and JSON requests.
 package testutil
 
 import (
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,23 @@ type Clock = ledgertest.Clock
 
 // NewClock returns a clock set to a fixed instant.
 func NewClock() *Clock { return ledgertest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
+
+// SignalClock is a fixed clock that closes Read on its first reading; a
+// fake first reads its clock while claiming a request's idempotency key.
+type SignalClock struct {
+	once sync.Once
+	// Read is closed by the first call of Now.
+	Read chan struct{}
+}
+
+// NewSignalClock returns a SignalClock that has not been read.
+func NewSignalClock() *SignalClock { return &SignalClock{Read: make(chan struct{})} }
+
+// Now closes Read on its first call and returns a fixed instant.
+func (c *SignalClock) Now() time.Time {
+	c.once.Do(func() { close(c.Read) })
+	return time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)
+}
 
 // WaitFor polls cond until it holds, failing the test after 5 seconds.
 func WaitFor(t testing.TB, what string, cond func() bool) {
