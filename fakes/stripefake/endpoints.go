@@ -83,19 +83,26 @@ func money(amount int64, cur string) string {
 	return fmt.Sprintf("%s %d.%02d", strings.ToUpper(cur), amount/100, amount%100)
 }
 
-func (h *Handler) createPaymentIntent(c *call) (fault.Response, bool) {
-	p := c.p
+// amountAndCurrency reads the required amount (at least 1) and currency of
+// a payment intent or a charge.
+func amountAndCurrency(p params) (int64, string, *apiError) {
 	amount, present, e := p.integer("amount", 1)
 	if e == nil && !present {
 		_, e = p.required("amount")
 	}
 	if e != nil {
-		return invalid(e)
+		return 0, "", e
 	}
 	cur, e := p.required("currency")
 	if e == nil {
 		cur, e = currency(cur)
 	}
+	return amount, cur, e
+}
+
+func (h *Handler) createPaymentIntent(c *call) (fault.Response, bool) {
+	p := c.p
+	amount, cur, e := amountAndCurrency(p)
 	if e != nil {
 		return invalid(e)
 	}
@@ -236,17 +243,7 @@ func (h *Handler) createRefund(c *call) (fault.Response, bool) {
 
 func (h *Handler) createCharge(c *call) (fault.Response, bool) {
 	p := c.p
-	amount, present, e := p.integer("amount", 1)
-	if e == nil && !present {
-		_, e = p.required("amount")
-	}
-	if e != nil {
-		return invalid(e)
-	}
-	cur, e := p.required("currency")
-	if e == nil {
-		cur, e = currency(cur)
-	}
+	amount, cur, e := amountAndCurrency(p)
 	if e != nil {
 		return invalid(e)
 	}
