@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -213,6 +214,13 @@ func deleteTable(client *dynamodb.Client, table string) error {
 	_, err := client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	var missing *types.ResourceNotFoundException
 	if err != nil && !errors.As(err, &missing) {
+		return fmt.Errorf("delete table %s: %w", table, err)
+	}
+	// Deletion is asynchronous (DELETING first), on dynalite as on DynamoDB.
+	w := dynamodb.NewTableNotExistsWaiter(client, func(o *dynamodb.TableNotExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 10*time.Millisecond, 200*time.Millisecond
+	})
+	if err := w.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
 		return fmt.Errorf("delete table %s: %w", table, err)
 	}
 	return nil
