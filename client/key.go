@@ -173,6 +173,12 @@ func exactDouble(n json.Number) error {
 	if len(s) > maxNumberText {
 		return fmt.Errorf("number %.20s... is too long to hash exactly; declare the field with client.Integer or client.Decimal", s)
 	}
+	// No double has a decimal exponent beyond ±400 even with a 100-digit
+	// mantissa; refusing longer exponents also keeps big.Rat from
+	// expanding 1e-99999999 (which ParseFloat quietly rounds to 0).
+	if i := strings.IndexAny(s, "eE"); i >= 0 && len(strings.TrimLeft(s[i+1:], "+-0")) > 3 {
+		return fmt.Errorf("number %s is out of range", s)
+	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsInf(f, 0) {
 		return fmt.Errorf("number %s is out of range", s)

@@ -127,7 +127,8 @@ func TestKeyScopes(t *testing.T) {
 func TestKeyBigIntegersNeverCollide(t *testing.T) {
 	t.Parallel()
 	exact := &Tool{Name: "ship", Identity: []Field{{Path: "orderId"}}}
-	for _, in := range []string{`{"orderId":9007199254740993}`, `{"orderId":-9007199254740993}`, `{"orderId":1.00000000000000001}`, `{"orderId":1e400}`} {
+	for _, in := range []string{`{"orderId":9007199254740993}`, `{"orderId":-9007199254740993}`, `{"orderId":1.00000000000000001}`, `{"orderId":1e400}`,
+		`{"orderId":1e-99999999}`, `{"orderId":-5E+123456789}`} {
 		_, err := exact.Key("r", Call{Input: json.RawMessage(in)}, 0)
 		if !errors.Is(err, ErrUnsafeNumber) {
 			t.Errorf("%s: want ErrUnsafeNumber, got %v", in, err)

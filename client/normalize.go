@@ -120,7 +120,7 @@ func rational(v any) (*big.Rat, error) {
 		return nil, errors.New("want a number")
 	}
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		exp := strings.TrimLeft(s[i+1:], "+-")
+		exp := strings.TrimLeft(s[i+1:], "+-0")
 		if len(exp) > 3 { // |exponent| < 1000
 			return nil, errors.New("number out of range")
 		}
