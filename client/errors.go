@@ -17,7 +17,7 @@ const (
 	// when something did is how duplicates are made.
 	ClassAmbiguous ErrorClass = iota
 	// ClassDefinite: nothing happened and a retry may succeed (a dial error
-	// before the request was written, a 429 or 503 refused before commit).
+	// before the request was written, a 429, a 503 with Retry-After).
 	ClassDefinite
 	// ClassPermanent: nothing happened and the same call will fail again
 	// (a validation error, a declined card).
