@@ -239,8 +239,8 @@ func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID stri
 
 // do claims, reconciles when needed, runs, and records.
 func (r *run) do(ctx context.Context) (Result, error) {
-	// A failed record can be claimed again, so a duplicate that waited for
-	// a definite failure gets one more round.
+	// A failed or vanished record can be claimed again, so a duplicate
+	// that waited for one gets another round.
 	for round := 0; ; round++ {
 		if err := ctx.Err(); err != nil {
 			return r.failed(fmt.Errorf("client: not started: %w", err), true, "the call was cancelled before it started"), err
@@ -421,13 +421,18 @@ func (r *run) write(ctx context.Context, op func(context.Context) error) error {
 		backoff.WithMaxInterval(time.Second),
 		backoff.WithMaxElapsedTime(r.e.cfg.RecordTimeout),
 	)
-	return backoff.Retry(func() error {
-		err := op(wctx)
-		if errors.Is(err, ledger.ErrNotOwner) || errors.Is(err, ledger.ErrTooLarge) || errors.Is(err, ledger.ErrInvalid) {
-			return backoff.Permanent(err)
+	var last error
+	err := backoff.Retry(func() error {
+		last = op(wctx)
+		if errors.Is(last, ledger.ErrNotOwner) || errors.Is(last, ledger.ErrTooLarge) || errors.Is(last, ledger.ErrInvalid) {
+			return backoff.Permanent(last)
 		}
-		return err
+		return last
 	}, backoff.WithContext(b, wctx))
+	if err != nil && last != nil && wctx.Err() != nil {
+		return last // the store's error says more than the timeout
+	}
+	return err
 }
 
 func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result, error) {
@@ -490,7 +495,11 @@ func (r *run) fail(ctx context.Context, cause error, retryable bool) (Result, er
 // failed builds a Failed result: nothing was done.
 func (r *run) failed(cause error, retryable bool, reason string) Result {
 	r.e.n.failed.Add(1)
-	res := Result{Outcome: Failed, IsError: true, Key: r.id.key, Attempt: r.inv.Attempt, Err: cause, Retryable: retryable}
+	return failedResult(r.id.key, r.inv.Attempt, cause, retryable, reason)
+}
+
+func failedResult(key string, attempt int, cause error, retryable bool, reason string) Result {
+	res := Result{Outcome: Failed, IsError: true, Key: key, Attempt: attempt, Err: cause, Retryable: retryable}
 	if retryable {
 		res.Text = fmt.Sprintf("Failed, nothing was done: %s. You may retry.", reason)
 	} else {
@@ -517,13 +526,15 @@ func uncertainResult(key string, attempt int, cause error) Result {
 }
 
 // blocked answers a call whose claim was refused by prev. retry reports
-// that prev turned failed while we waited, so a new claim may run it.
+// that prev failed or vanished while we waited, so a new claim may run it;
+// the Result is then the answer to give if no more rounds are left.
 func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
 	if prev.State == ledger.StatePending && prev.Fingerprint == r.id.fingerprint {
 		prev = r.waitSettled(ctx, prev)
 	}
-	if prev == nil { // gone (expired) while waiting
-		return Result{}, true
+	inProgress := Result{Outcome: InProgress, IsError: true, Key: r.id.key, Text: "Already in progress. Do not retry."}
+	if prev == nil { // gone (expired, abandoned) while waiting: claim again
+		return inProgress, true
 	}
 	if prev.Fingerprint != r.id.fingerprint {
 		return r.conflict(prev), false
@@ -534,14 +545,14 @@ func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
 		res := r.doneResult(AlreadyDone, prev.Summary, prev.Ref, prev.Result)
 		res.Attempt = prev.Attempt
 		return res, false
-	case ledger.StateFailed:
-		return Result{}, true
+	case ledger.StateFailed: // the other call failed: this one may try
+		return failedResult(r.id.key, prev.Attempt, errors.New(prev.Reason), true, prev.Reason), true
 	case ledger.StateUncertain:
 		r.e.n.uncertain.Add(1)
 		return uncertainResult(r.id.key, prev.Attempt, errors.New(prev.Reason)), false
 	default:
-		return Result{Outcome: InProgress, IsError: true, Key: r.id.key, Attempt: prev.Attempt,
-			Text: "Already in progress. Do not retry."}, false
+		inProgress.Attempt = prev.Attempt
+		return inProgress, false
 	}
 }
 

@@ -664,3 +664,39 @@ func TestRefusedResendAfterReconcileStaysUncertain(t *testing.T) {
 		})
 	}
 }
+
+// contended is a ledger where another caller always holds the claim and
+// keeps failing: every claim is refused by a live pending record, and every
+// read finds it failed.
+type contended struct {
+	ledger.Store
+	mu          sync.Mutex
+	fingerprint string
+}
+
+func (s *contended) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fingerprint = p.Fingerprint
+	return ledger.ClaimResult{Previous: &ledger.Record{Key: p.Key, State: ledger.StatePending, Owner: "other",
+		Fingerprint: p.Fingerprint, Attempt: 1, LeaseUntil: p.LeaseUntil, ExpiresAt: p.ExpiresAt}}, nil
+}
+
+func (s *contended) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &ledger.Record{Key: key, State: ledger.StateFailed, Owner: "other", Attempt: 2, Reason: "provider busy",
+		Fingerprint: s.fingerprint}, nil
+}
+
+func TestDuplicateOfAFailingCallGivesUpTruthfully(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f.with(t, &contended{Store: ledgermem.New(nil)}, nil, counted("send_reply", &runs, nil))
+	r := f.call(t, "run", "send_reply", `{"ticketId":"1"}`)
+	wantOutcome(t, r, client.Failed, "Failed, nothing was done: provider busy. You may retry.")
+	if runs.Load() != 0 || !r.Retryable {
+		t.Fatalf("runs %d, result %+v", runs.Load(), r)
+	}
+}
