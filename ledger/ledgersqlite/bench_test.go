@@ -22,18 +22,20 @@ func actionKey(i int) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// The raw floor: the statements a claim and a completion need, issued
-// directly through database/sql on a file with the same schema and PRAGMAs
-// (WAL, synchronous=FULL, busy timeout), prepared, on one connection.
-func BenchmarkRawFloor(b *testing.B) {
+// rawStatements are the statements of the raw floor, prepared directly
+// through database/sql on one connection to a file the store created (same
+// schema and PRAGMAs: WAL, synchronous=FULL, busy timeout).
+type rawStatements struct {
+	insert, update, conflict, get *sql.Stmt
+}
+
+func openRaw(b *testing.B, path string) rawStatements {
 	ctx := context.Background()
-	path := filepath.Join(b.TempDir(), "raw.db")
-	open(b, path, nil).Close() // creates the schema, switches to WAL
 	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous=FULL")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer db.Close()
+	b.Cleanup(func() { db.Close() })
 	db.SetMaxOpenConns(1)
 	prepare := func(q string) *sql.Stmt {
 		st, err := db.PrepareContext(ctx, q)
@@ -42,14 +44,45 @@ func BenchmarkRawFloor(b *testing.B) {
 		}
 		return st
 	}
-	insert := prepare(`INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
-		VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8)`)
-	update := prepare(`UPDATE records SET state = 'done', summary = ?3, ref = ?4, result = ?5, truncated = ?6, lease_until = ?7, updated_at = ?7
-		WHERE key = ?1 AND owner = ?2 AND state = 'pending' AND expires_at > ?7`)
-	conflict := prepare(`INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
-		VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8) ON CONFLICT (key) DO NOTHING`)
-	get := prepare(`SELECT key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at,
-		summary, ref, result, truncated, reason, updated_at FROM records WHERE key = ?1`)
+	const insert = `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
+		VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8)`
+	return rawStatements{
+		insert: prepare(insert),
+		update: prepare(`UPDATE records SET state = 'done', summary = ?3, ref = ?4, result = ?5, truncated = ?6, lease_until = ?7, updated_at = ?7
+		WHERE key = ?1 AND owner = ?2 AND state = 'pending' AND expires_at > ?7`),
+		conflict: prepare(insert + ` ON CONFLICT (key) DO NOTHING`),
+		get: prepare(`SELECT key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at,
+		summary, ref, result, truncated, reason, updated_at FROM records WHERE key = ?1`),
+	}
+}
+
+// newExecutor returns an executor on s with a send_reply tool that only
+// reports an effect, and a builder of its calls.
+func newExecutor(b *testing.B, s ledger.Store) (*client.Executor, func(ticket string) client.Call) {
+	exec := client.New(s, nil)
+	if err := exec.Register(client.Tool{
+		Name:     "send_reply",
+		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
+		Run: func(context.Context, client.Invocation) (client.Effect, error) {
+			return client.Effect{Summary: "sent", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
+		},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return exec, func(ticket string) client.Call {
+		return client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + ticket + `","text":"Your refund is on its way."}`)}
+	}
+}
+
+// The raw floor: the statements a claim and a completion need, issued
+// directly through database/sql on a file with the same schema and PRAGMAs
+// (WAL, synchronous=FULL, busy timeout), prepared, on one connection.
+func BenchmarkRawFloor(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "raw.db")
+	open(b, path, nil).Close() // creates the schema, switches to WAL
+	raw := openRaw(b, path)
+	insert, update, conflict, get := raw.insert, raw.update, raw.conflict, raw.get
 	claimArgs := func(key string) []any {
 		now := time.Now()
 		return []any{key, "send_reply", "run-1", "owner", now.Add(time.Minute).UnixMilli(), now.Add(time.Hour).UnixMilli(), "fp", now.UnixMilli()}
@@ -143,19 +176,7 @@ func BenchmarkExecute(b *testing.B) {
 	ctx := context.Background()
 	s := open(b, filepath.Join(b.TempDir(), "exec.db"), nil)
 	defer s.Close()
-	exec := client.New(s, nil)
-	if err := exec.Register(client.Tool{
-		Name:     "send_reply",
-		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
-		Run: func(context.Context, client.Invocation) (client.Effect, error) {
-			return client.Effect{Summary: "sent", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
-		},
-	}); err != nil {
-		b.Fatal(err)
-	}
-	call := func(ticket string) client.Call {
-		return client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + ticket + `","text":"Your refund is on its way."}`)}
-	}
+	exec, call := newExecutor(b, s)
 	if r, err := exec.Execute(ctx, "run-1", call("replay")); err != nil || r.Outcome != client.Executed {
 		b.Fatal(r, err)
 	}
@@ -186,42 +207,18 @@ func BenchmarkFreshPaired(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "paired.db")
 	s := open(b, path, nil)
 	defer s.Close()
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous=FULL")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	insert, err := db.PrepareContext(ctx, `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
-		VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8)`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	update, err := db.PrepareContext(ctx, `UPDATE records SET state = 'done', summary = ?3, ref = ?4, result = ?5, truncated = ?6, lease_until = ?7, updated_at = ?7
-		WHERE key = ?1 AND owner = ?2 AND state = 'pending' AND expires_at > ?7`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	exec := client.New(s, nil)
-	if err := exec.Register(client.Tool{
-		Name:     "send_reply",
-		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
-		Run: func(context.Context, client.Invocation) (client.Effect, error) {
-			return client.Effect{Summary: "sent", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
-		},
-	}); err != nil {
-		b.Fatal(err)
-	}
+	rawSQL := openRaw(b, path)
+	exec, call := newExecutor(b, s)
 	result := []byte(`{"id":"msg_1"}`)
 	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: result}
 	var raw, store, execute time.Duration
 	for i := range b.N {
 		t0 := time.Now()
 		key := actionKey(3*i + 1)
-		if _, err := insert.ExecContext(ctx, key, "send_reply", "run-1", "owner", t0.Add(time.Minute).UnixMilli(), t0.Add(time.Hour).UnixMilli(), "", t0.UnixMilli()); err != nil {
+		if _, err := rawSQL.insert.ExecContext(ctx, key, "send_reply", "run-1", "owner", t0.Add(time.Minute).UnixMilli(), t0.Add(time.Hour).UnixMilli(), "", t0.UnixMilli()); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := update.ExecContext(ctx, key, "owner", "sent", "msg_1", result, false, time.Now().UnixMilli()); err != nil {
+		if _, err := rawSQL.update.ExecContext(ctx, key, "owner", "sent", "msg_1", result, false, time.Now().UnixMilli()); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
@@ -234,8 +231,7 @@ func BenchmarkFreshPaired(b *testing.B) {
 			b.Fatal(err)
 		}
 		t2 := time.Now()
-		call := client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + strconv.Itoa(i) + `"}`)}
-		if r, err := exec.Execute(ctx, "run-1", call); err != nil || r.Outcome != client.Executed {
+		if r, err := exec.Execute(ctx, "run-1", call(strconv.Itoa(i))); err != nil || r.Outcome != client.Executed {
 			b.Fatal(r, err)
 		}
 		t3 := time.Now()
