@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/sync/singleflight"
@@ -436,13 +435,7 @@ func (r *run) write(ctx context.Context, op func(context.Context) error) error {
 }
 
 func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result, error) {
-	c := ledger.Completion{Summary: eff.Summary, Ref: eff.Ref, Result: eff.Result}
-	if len(c.Summary) > ledger.MaxSummaryBytes {
-		c.Summary = truncateUTF8(c.Summary, ledger.MaxSummaryBytes)
-	}
-	if len(c.Result) > r.e.cfg.MaxResultBytes {
-		c.Result, c.Truncated = nil, true
-	}
+	c := ledger.Completion{Summary: eff.Summary, Ref: eff.Ref, Result: eff.Result}.Fit(r.e.cfg.MaxResultBytes)
 	err := r.write(ctx, func(ctx context.Context) error { return r.e.store.Complete(ctx, r.id.key, r.owner, c) })
 	if outcome == Executed {
 		r.e.n.executed.Add(1)
@@ -483,7 +476,7 @@ func (r *run) earlier() string {
 
 func (r *run) fail(ctx context.Context, cause error, retryable bool) (Result, error) {
 	err := r.write(ctx, func(ctx context.Context) error {
-		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: true, Reason: truncateUTF8(cause.Error(), ledger.MaxReasonBytes)})
+		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: true, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes)})
 	})
 	res := r.failed(cause, retryable, cause.Error())
 	if err != nil && !errors.Is(err, ledger.ErrNotOwner) {
@@ -511,7 +504,7 @@ func failedResult(key string, attempt int, cause error, retryable bool, reason s
 func (r *run) uncertain(ctx context.Context, cause error) (Result, error) {
 	r.e.n.uncertain.Add(1)
 	err := r.write(ctx, func(ctx context.Context) error {
-		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: false, Reason: truncateUTF8(cause.Error(), ledger.MaxReasonBytes)})
+		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: false, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes)})
 	})
 	res := uncertainResult(r.id.key, r.inv.Attempt, cause)
 	if err != nil && !errors.Is(err, ledger.ErrNotOwner) {
@@ -613,18 +606,4 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 			return nil
 		}
 	}
-}
-
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 {
-		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
-			break
-		}
-		s = s[:len(s)-1]
-	}
-	return s
 }

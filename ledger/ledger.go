@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // State is the state of an action record.
@@ -176,6 +177,33 @@ func (c Completion) Validate() error {
 		return fmt.Errorf("%w: result is %d bytes, limit %d", ErrTooLarge, len(c.Result), MaxResultBytes)
 	}
 	return nil
+}
+
+// Fit returns c within the limits every store enforces: the summary
+// clipped to MaxSummaryBytes, and a Result longer than maxResult (at most
+// MaxResultBytes) dropped with Truncated set, since a cut JSON payload
+// would not parse.
+func (c Completion) Fit(maxResult int) Completion {
+	c.Summary = Clip(c.Summary, MaxSummaryBytes)
+	if len(c.Result) > min(maxResult, MaxResultBytes) {
+		c.Result, c.Truncated = nil, true
+	}
+	return c
+}
+
+// Clip returns s cut to at most n bytes, at a rune boundary.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
+			break
+		}
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // Failure is what an unsuccessful action records.

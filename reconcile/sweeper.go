@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
@@ -203,13 +202,10 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 	f, rerr := check(ctx, reconciler, inv)
 	switch {
 	case rerr != nil:
-		werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: truncate("reconcile: "+rerr.Error(), ledger.MaxReasonBytes)})
+		werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+rerr.Error(), ledger.MaxReasonBytes)})
 		return ledger.StateUncertain, errors.Join(fmt.Errorf("reconcile: sweep %s: %w", rec.Key, rerr), werr)
 	case f.Verdict == client.VerdictFound:
-		c := ledger.Completion{Summary: truncate(f.Effect.Summary, ledger.MaxSummaryBytes), Ref: f.Effect.Ref, Result: f.Effect.Result}
-		if len(c.Result) > ledger.MaxResultBytes {
-			c.Result, c.Truncated = nil, true
-		}
+		c := ledger.Completion{Summary: f.Effect.Summary, Ref: f.Effect.Ref, Result: f.Effect.Result}.Fit(ledger.MaxResultBytes)
 		wctx, cancel := writeContext(ctx)
 		defer cancel()
 		if err := s.store.Complete(wctx, rec.Key, owner, c); err != nil {
@@ -223,7 +219,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
 			Reason: "reconcile: the provider would deduplicate a resend; the next call of this action resends it"})
 	default:
-		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: truncate("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
 	}
 }
 
@@ -257,15 +253,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
 }

@@ -1,0 +1,52 @@
+package ledger_test
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+func TestClip(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exact", 5, "exact"},
+		{"abcdef", 3, "abc"},
+		{"aé", 2, "a"},  // é is 2 bytes: never cut inside it
+		{"a€b", 3, "a"}, // € is 3 bytes
+		{"😂x", 3, ""},   // a 4-byte rune cut anywhere is dropped whole
+		{"ab😂", 6, "ab😂"},
+	} {
+		got := ledger.Clip(c.in, c.n)
+		if got != c.want || len(got) > c.n || !utf8.ValidString(got) {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+func TestCompletionFit(t *testing.T) {
+	t.Parallel()
+	small := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: []byte(`{"id":"msg_1"}`)}
+	if got := small.Fit(100); got.Truncated || string(got.Result) != `{"id":"msg_1"}` || got.Summary != "sent" {
+		t.Errorf("a completion within the limits changed: %+v", got)
+	}
+	big := ledger.Completion{Summary: strings.Repeat("é", ledger.MaxSummaryBytes), Result: []byte(`"` + strings.Repeat("x", 200) + `"`)}
+	got := big.Fit(100)
+	if !got.Truncated || got.Result != nil {
+		t.Errorf("an oversized result was kept: %d bytes, truncated %v", len(got.Result), got.Truncated)
+	}
+	if len(got.Summary) > ledger.MaxSummaryBytes || !utf8.ValidString(got.Summary) || got.Validate() != nil {
+		t.Errorf("summary of %d bytes does not fit: %v", len(got.Summary), got.Validate())
+	}
+	// The store's own limit caps any larger maxResult.
+	huge := ledger.Completion{Result: make([]byte, ledger.MaxResultBytes+1)}
+	if got := huge.Fit(1 << 30); !got.Truncated {
+		t.Error("a result over MaxResultBytes was kept")
+	}
+}
