@@ -1,0 +1,98 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ErrNotResolvable: Resolve refused the record in its current state (done,
+// failed, or pending with a live lease). Nothing was written.
+var ErrNotResolvable = errors.New("ledger: record cannot be resolved")
+
+// operatorPrefix marks the owner token of a claim taken by Resolve.
+const operatorPrefix = "operator:"
+
+// Resolution is an operator's verdict on an action whose outcome idemkit
+// could not establish, reached by checking the provider by hand.
+type Resolution struct {
+	// Done: the effect exists (state done, with Ref and Summary). Otherwise
+	// it definitely does not (state failed with Reason; a later call of the
+	// action performs it with the next attempt number).
+	Done    bool
+	Ref     string
+	Summary string
+	Reason  string
+	// By names who resolved it ("alice", "runbook-42"). It is kept in the
+	// record's owner token; Record.ResolvedBy reads it back.
+	By string
+}
+
+// Resolve settles an uncertain record, or a pending one whose lease has
+// lapsed, as an operator's decision. It takes the record over with an
+// owner-conditional claim (same fingerprint, tool and run) and then
+// completes or fails it under that claim, so a caller that claims the
+// record meanwhile wins and Resolve returns ErrNotOwner. A record that is
+// done, failed, or pending with a live lease is refused with
+// ErrNotResolvable. It returns the record as written.
+func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Time) (*Record, error) {
+	if r.By == "" || strings.ContainsAny(r.By, ":") {
+		return nil, fmt.Errorf("%w: a resolution needs who resolved it (By, without ':')", ErrInvalid)
+	}
+	rec, err := s.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case rec.State == StatePending && !rec.LeaseExpired(now):
+		return nil, fmt.Errorf("%w: pending with a live lease until %s; its owner may still be acting",
+			ErrNotResolvable, rec.LeaseUntil.UTC().Format(time.RFC3339))
+	case rec.State != StatePending && rec.State != StateUncertain:
+		return nil, fmt.Errorf("%w: it is %s", ErrNotResolvable, rec.State)
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	owner := operatorPrefix + r.By + ":" + hex.EncodeToString(b[:])
+	lease := now.Add(time.Minute)
+	cr, err := s.Claim(ctx, ClaimParams{
+		Key: key, Tool: rec.Tool, RunID: rec.RunID, Owner: owner, LeaseUntil: lease,
+		Fingerprint: rec.Fingerprint, ExpiresAt: maxTime(rec.ExpiresAt, lease.Add(time.Second)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !cr.Claimed {
+		return nil, fmt.Errorf("%w: the record changed while it was being resolved", ErrNotOwner)
+	}
+	if r.Done {
+		err = s.Complete(ctx, key, owner, Completion{Summary: r.Summary, Ref: r.Ref}.Fit(0))
+	} else {
+		err = s.Fail(ctx, key, owner, Failure{Definite: true, Reason: Clip(r.Reason, MaxReasonBytes)})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Get(ctx, key)
+}
+
+// ResolvedBy returns who settled the record by hand with Resolve, or ""
+// when idemkit settled it.
+func (r *Record) ResolvedBy() string {
+	by, ok := strings.CutPrefix(r.Owner, operatorPrefix)
+	if !ok {
+		return ""
+	}
+	by, _, _ = strings.Cut(by, ":")
+	return by
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
