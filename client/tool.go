@@ -62,7 +62,7 @@ type Invocation struct {
 	Tool   string
 	RunID  string
 	CallID string
-	Input  json.RawMessage // the call's input, as the model sent it
+	Input  json.RawMessage // the call's input, as the model sent it; read it with Bind
 	// Key is the action key: hex sha256 of the canonical identity.
 	Key string
 	// Attempt numbers the tries of this action; it advances only after a
