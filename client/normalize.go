@@ -61,14 +61,14 @@ var Trimmed Normalizer = NormalizerFunc(func(v any) (any, error) {
 })
 
 // CaseFolded is Trimmed, in Unicode normalization form C, and case-folded
-// with Unicode simple case folding, for handles and codes that are
-// compared without case. Two values are the same exactly when
-// strings.EqualFold reports their NFC forms equal: "Straße" and
-// "STRAẞE", "ΣΊΣΥΦΟΣ" and "σίσυφος" (final sigma included), "ſ" and "s",
-// the micro sign and "μ", the Kelvin sign and "k", and "é" composed (NFC)
-// or decomposed (NFD). Full folding is not applied ("ß" and "ss" differ),
-// nor the Turkic dotless i ("ı" and "i" differ). The hashed and bound value
-// is the folded NFC text, lower case for every script but Cherokee.
+// with Unicode simple case folding as strings.EqualFold applies it, for
+// handles and codes that are compared without case. Values whose NFC forms
+// strings.EqualFold reports equal are the same: "Straße" and "STRAẞE",
+// "ΣΊΣΥΦΟΣ" and "σίσυφος" (final sigma included), "ſ" and "s", the micro
+// sign and "μ", the Kelvin sign and "k", and "é" composed (NFC) or
+// decomposed (NFD). Full folding is not applied ("ß" and "ss" differ), nor
+// Turkic folding ("ı" and "i" differ). The hashed and bound value is the
+// folded text in NFC, lower case for every script but Cherokee.
 var CaseFolded Normalizer = NormalizerFunc(func(v any) (any, error) {
 	s, err := Trimmed.Normalize(v)
 	if err != nil {
@@ -92,9 +92,9 @@ var Email Normalizer = NormalizerFunc(func(v any) (any, error) {
 	return e, nil
 })
 
-// foldNFC returns s in NFC with every code point replaced by its Unicode
-// simple case folding, again in NFC (folding may uncompose a character):
-// foldNFC(a) == foldNFC(b) exactly when strings.EqualFold(NFC(a), NFC(b)).
+// foldNFC returns s in NFC with every code point replaced by its simple
+// case folding, again in NFC (a folded string may not be in NFC):
+// foldNFC(a) == foldNFC(b) when strings.EqualFold(NFC(a), NFC(b)).
 func foldNFC(s string) string {
 	if ascii, upper := asciiCase(s); ascii {
 		if !upper {
@@ -121,12 +121,11 @@ func asciiCase(s string) (ascii, upper bool) {
 
 // simpleFold maps r to one member of its unicode.SimpleFold orbit (the set
 // of runes strings.EqualFold treats as equal to it), the same member for
-// the whole orbit. ToLower(ToUpper(r)) is the Unicode simple case folding
-// of CaseFolding.txt (statuses C and S) for every rune with case variants,
-// except the Cherokee letters, which it folds to lower case where
-// CaseFolding.txt folds them to upper case; TestSimpleFoldIsEqualFold checks
-// every rune. A rune without case variants is its own folding (the Turkic
-// dotless i stays apart from i, as in simple folding).
+// the whole orbit; TestSimpleFoldIsEqualFold checks every rune. The member
+// is ToLower(ToUpper(r)), which for runes with case variants is also the
+// simple folding of Unicode's CaseFolding.txt, except for Cherokee letters
+// (folded to lower case here, to upper case there). A rune without case
+// variants is its own folding.
 func simpleFold(r rune) rune {
 	if unicode.SimpleFold(r) == r {
 		return r
