@@ -25,7 +25,8 @@ var ErrNotBound = errors.New("client: the invocation carries no parsed input (it
 //     1000, 1000.0, "1000" and "1e3" all arrive as the JSON number 1000
 //     (bind it to an integer type, or big.Int beyond 64 bits); with
 //     Decimal, "10.00" arrives as 10; with Trimmed, " pi_1 " as "pi_1";
-//     with CaseFolded and Email, the folded text;
+//     with CaseFolded and Email, the folded text; a number without a
+//     normalizer arrives as the value its key hashed (10.0 and 1e1 as 10);
 //   - object member names match struct fields exactly, case included
 //     (`json:"amount"` is filled from "amount" only, never from "Amount"),
 //     and the input has no names that differ only in case (the Executor

@@ -159,6 +159,15 @@ func TestBindNormalizers(t *testing.T) {
 	if in.User.Name != " Ada " || in.Note != " free text " {
 		t.Errorf("other fields changed: %+v", in)
 	}
+	// A number without a normalizer is bound as the value its key hashed.
+	for _, in := range []string{`{"qty": 10}`, `{"qty": 10.0}`, `{"qty": 1e1}`, `{"qty": 100E-1}`} {
+		var q struct {
+			Qty int `json:"qty"`
+		}
+		if err := bound(t, client.Tool{Name: "t", Identity: []client.Field{{Path: "qty"}}}, in).Bind(&q); err != nil || q.Qty != 10 {
+			t.Errorf("%s: bound %d, %v", in, q.Qty, err)
+		}
+	}
 	// A map sees the same view.
 	var m map[string]any
 	if err := inv.Bind(&m); err != nil || m["price"] != 10.5 || m["seat"] != "7" {

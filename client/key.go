@@ -244,12 +244,21 @@ func exactDouble(n json.Number) error {
 	return nil
 }
 
-// bindValue is the value the tool binds for a field whose normalized value
-// is v: numbers from Integer and Decimal are hashed as exact decimal text
-// and bound as JSON numbers; every other value as it was hashed.
+// bindValue is the value the tool binds for a field whose hashed value is
+// v: the number a key was derived from is bound in plain decimal (10.0 and
+// 1e1 without a normalizer both hash and bind as 10); Integer and Decimal
+// hash their number as exact decimal text and bind it as that number;
+// every other value is bound as it was hashed.
 func bindValue(f Field, v any) any {
-	if _, ok := f.Norm.(numberNormalizer); ok {
-		return json.Number(v.(string))
+	switch x := v.(type) {
+	case json.Number:
+		if d, err := parseDecimal(x.String()); err == nil {
+			return json.Number(d.String())
+		}
+	case string:
+		if _, ok := f.Norm.(numberNormalizer); ok {
+			return json.Number(x)
+		}
 	}
 	return v
 }
