@@ -54,8 +54,9 @@ func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
 	if len(input) > maxBytes {
 		return nil, &InputError{Err: ErrTooLarge, Msg: fmt.Sprintf("input is %d bytes, the limit is %d", len(input), maxBytes)}
 	}
-	// The parser's own duplicate check is off: the name set of parseObject
-	// is a superset of it, and one set per object is enough.
+	// The decoder's own duplicate check is off: the name set of
+	// parser.object finds every duplicate it would, and one set per object
+	// is enough.
 	p := parser{dec: jsontext.NewDecoder(bytes.NewReader(input), jsontext.AllowDuplicateNames(true))}
 	v, err := p.value()
 	if err == nil {
