@@ -33,8 +33,10 @@ var ErrNotBound = errors.New("client: the invocation carries no parsed input (it
 //     refused it);
 //   - members without a matching field are ignored.
 //
-// Struct tags are encoding/json's (`json:"name,omitempty,string"`), and
-// types with an UnmarshalJSON or UnmarshalText method decode themselves.
+// Struct tags are read as encoding/json/v2 reads them, which for decoding
+// is as encoding/json does (`json:"name"`, `json:"-"`, `json:",string"`)
+// but for the case of names; types with an UnmarshalJSON or UnmarshalText
+// method decode themselves.
 //
 // A value the model sent that does not fit v (a string where v has an
 // integer) is an error that is permanent (ClassOf reports ClassPermanent:
@@ -59,11 +61,11 @@ func (inv Invocation) Bind(v any) error {
 	}
 	err = jsonv2.Unmarshal(doc, v)
 	var se *jsonv2.SemanticError
-	if err == nil || !errors.As(err, &se) || se.JSONKind == 0 {
-		if err != nil { // v's type cannot be decoded into: the program's mistake
-			err = Permanent(fmt.Errorf("client: Bind: %w", err))
-		}
-		return err
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &se) || se.JSONKind == 0: // no JSON value is at fault: v's type cannot be decoded into
+		return Permanent(fmt.Errorf("client: Bind: %w", err))
 	}
 	msg := "want " + describeType(se.GoType)
 	if se.Err != nil {
