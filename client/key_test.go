@@ -141,6 +141,10 @@ func TestKeyBigIntegersNeverCollide(t *testing.T) {
 		if !errors.Is(err, ErrUnsafeNumber) {
 			t.Errorf("%s: want ErrUnsafeNumber, got %v", in, err)
 		}
+		// The model reads this: it speaks of the number, not of the code.
+		if ie := new(InputError); errors.As(err, &ie) && strings.Contains(ie.Msg, "client.") {
+			t.Errorf("%s: developer advice in the model's text: %s", in, ie.Msg)
+		}
 	}
 	// Exactly representable numbers, even large ones, are fine.
 	key(t, exact, "r", `{"orderId":9007199254740992}`)
