@@ -238,15 +238,6 @@ func (p params) metadata() (map[string]string, *apiError) {
 	return out, nil
 }
 
-// currency validates a three-letter ISO currency code and lowercases it.
-func currency(v string) (string, *apiError) {
-	c := strings.ToLower(v)
-	if len(c) != 3 || strings.Trim(c, "abcdefghijklmnopqrstuvwxyz") != "" {
-		return "", &apiError{Type: typeInvalidRequest, Message: "Invalid currency: " + v + ".", Param: "currency"}
-	}
-	return c, nil
-}
-
 func unknownParam(k string) *apiError {
 	return &apiError{Type: typeInvalidRequest, Code: "parameter_unknown", Message: "Received unknown parameter: " + k, Param: k, status: http.StatusBadRequest}
 }
