@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
@@ -197,5 +198,28 @@ func TestLookup(t *testing.T) {
 	}
 	if _, err := plain.Lookup(ctx, "k-1"); !errors.Is(err, providers.ErrNoLookup) {
 		t.Fatalf("no lookup: %v", err)
+	}
+}
+
+// Posts and lookups carry idemkit's User-Agent, or the one Config.Header
+// sets.
+func TestUserAgent(t *testing.T) {
+	t.Parallel()
+	agents := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agents <- r.Header.Get("User-Agent")
+		w.Write([]byte(`{"id":"ord_1","object":"order"}`))
+	}))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	var o order
+	if _, err := newClient(srv.URL, &idemhttp.Config{LookupPath: "/v1/orders/by-key/{key}"}).Post(ctx, "k-1", "/v1/orders", book, &o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newClient(srv.URL, &idemhttp.Config{Header: http.Header{"User-Agent": {"shop/2"}}, LookupPath: "/v1/orders/by-key/{key}"}).Lookup(ctx, "k-1"); err != nil {
+		t.Fatal(err)
+	}
+	if post, lookup := <-agents, <-agents; post != idemkit.UserAgent || lookup != "shop/2" {
+		t.Fatalf("User-Agent: post %q, lookup %q; want %q and the caller's", post, lookup, idemkit.UserAgent)
 	}
 }

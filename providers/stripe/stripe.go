@@ -45,8 +45,9 @@ const DedupWindow = 24 * time.Hour
 const (
 	DefaultSearchLag    = time.Hour
 	DefaultClockSkew    = 5 * time.Minute
-	DefaultMaxListPages = 10
-	listPageSize        = 100
+	DefaultMaxListPages   = 10
+	DefaultMaxSearchPages = 10
+	listPageSize          = 100
 )
 
 // Sentinel errors in a failed request's chain (errors.Is); the error
@@ -83,6 +84,9 @@ type Config struct {
 	// MaxListPages bounds a lookup's list scan, in pages of 100 objects.
 	// Default DefaultMaxListPages.
 	MaxListPages int
+	// MaxSearchPages bounds how many pages of 100 search results a
+	// PaymentIntents lookup reads. Default DefaultMaxSearchPages.
+	MaxSearchPages int
 }
 
 // Client holds the adapters of one Stripe account.
@@ -111,6 +115,9 @@ func New(baseURL string, cfg *Config) *Client {
 	}
 	if c.MaxListPages <= 0 {
 		c.MaxListPages = DefaultMaxListPages
+	}
+	if c.MaxSearchPages <= 0 {
+		c.MaxSearchPages = DefaultMaxSearchPages
 	}
 	hc := c.HTTP
 	hc.Classify = chain(classify, hc.Classify)
@@ -162,11 +169,16 @@ func (a *api) get(ctx context.Context, path string, query url.Values, out any) e
 	return err
 }
 
-// setMetadata adds the caller's metadata; MetadataKey is the adapter's.
+// setMetadata adds the caller's metadata; MetadataKey is the adapter's,
+// and keys with square brackets, which Stripe refuses, are refused here
+// before anything is sent.
 func setMetadata(form url.Values, md map[string]string) error {
 	for k, v := range md {
 		if k == MetadataKey {
 			return fmt.Errorf("%w: metadata[%s] is reserved for the downstream key", providers.ErrInvalidRequest, MetadataKey)
+		}
+		if strings.ContainsAny(k, "[]") {
+			return fmt.Errorf("%w: metadata key %q contains [ or ], which Stripe refuses", providers.ErrInvalidRequest, k)
 		}
 		form.Set("metadata["+k+"]", v)
 	}
@@ -192,6 +204,9 @@ func (l *list[T]) Check() error {
 	}
 	if l.HasMore && len(l.Data) == 0 {
 		return errors.New("an empty page that has more")
+	}
+	if l.Object == "search_result" && l.HasMore && (l.NextPage == nil || *l.NextPage == "") {
+		return errors.New("a search page that has more without next_page")
 	}
 	return nil
 }
