@@ -43,8 +43,8 @@ const DedupWindow = 24 * time.Hour
 
 // Defaults of Config.
 const (
-	DefaultSearchLag    = time.Hour
-	DefaultClockSkew    = 5 * time.Minute
+	DefaultSearchLag      = time.Hour
+	DefaultClockSkew      = 5 * time.Minute
 	DefaultMaxListPages   = 10
 	DefaultMaxSearchPages = 10
 	listPageSize          = 100
