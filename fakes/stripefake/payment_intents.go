@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,6 +69,11 @@ func paymentIntentOptions(p params) *apiError {
 	}
 	if s := p.str("statement_descriptor_suffix"); len(s) > 22 {
 		checks = append(checks, &apiError{Type: typeInvalidRequest, Message: "The statement descriptor suffix must be at most 22 characters long.", Param: "statement_descriptor_suffix"})
+	}
+	if r := p.str("return_url"); r != "" {
+		if u, err := url.Parse(r); err != nil || u.Scheme == "" {
+			checks = append(checks, &apiError{Type: typeInvalidRequest, Message: "Not a valid URL", Param: "return_url"})
+		}
 	}
 	if pm := p.str("payment_method"); pm != "" && !strings.HasPrefix(pm, "pm_") {
 		checks = append(checks, notFound("PaymentMethod", pm, "payment_method"))
