@@ -593,9 +593,12 @@ func TestConcurrentCallsKeepTheirOwnState(t *testing.T) {
 // its requests apart, unless the caller set one of its own.
 func TestUserAgent(t *testing.T) {
 	t.Parallel()
-	got := make(chan string, 1)
+	var mu sync.Mutex
+	var agents []string // of every attempt, retries included
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got <- r.Header.Get("User-Agent")
+		mu.Lock()
+		agents = append(agents, r.Header.Get("User-Agent"))
+		mu.Unlock()
 		w.Write([]byte(`{}`))
 	}))
 	t.Cleanup(srv.Close)
@@ -611,9 +614,17 @@ func TestUserAgent(t *testing.T) {
 		if _, err := c.Do(context.Background(), tc.req, nil); err != nil {
 			t.Fatalf("%s %s: %v", tc.req.Method, tc.req.Path, err)
 		}
-		if ua := <-got; ua != tc.want {
-			t.Errorf("%s %s: User-Agent %q, want %q", tc.req.Method, tc.req.Path, ua, tc.want)
+		mu.Lock()
+		for _, ua := range agents {
+			if ua != tc.want {
+				t.Errorf("%s %s: User-Agent %q, want %q", tc.req.Method, tc.req.Path, ua, tc.want)
+			}
 		}
+		if len(agents) == 0 {
+			t.Errorf("%s %s: no request arrived", tc.req.Method, tc.req.Path)
+		}
+		agents = nil
+		mu.Unlock()
 	}
 	if !strings.HasPrefix(idemkit.UserAgent, "idemkit/") || idemkit.UserAgent == "idemkit/" {
 		t.Fatalf("UserAgent = %q, want idemkit/<version>", idemkit.UserAgent)
