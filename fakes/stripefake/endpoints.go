@@ -130,7 +130,8 @@ func (h *Handler) createRefund(c *call) (fault.Response, bool) {
 	if amount > remaining {
 		return errorResponse(&apiError{Type: typeInvalidRequest, Code: "amount_too_large", Message: "Refund amount (" + money(amount, ch.currency) + ") is greater than unrefunded amount on charge (" + money(remaining, ch.currency) + ")", Param: "amount"}), true
 	}
-	re := &refund{record: h.newRecord("re_", c.now), amount: amount, currency: ch.currency, charge: ch.id, paymentIntent: ch.paymentIntent, reason: p.str("reason"), metadata: md, balanceTransaction: h.ids.New("txn_", 24)}
+	re := &refund{record: h.newRecord("re_", c.now), amount: amount, currency: ch.currency, charge: ch.id, paymentIntent: ch.paymentIntent, reason: p.str("reason"), metadata: md}
+	re.balanceTransaction = balanceTransactionID(re.id)
 	ch.amountRefunded += amount
 	h.refunds[re.id] = re
 	h.refundOrder = append(h.refundOrder, re)
@@ -170,7 +171,7 @@ func (h *Handler) createCharge(c *call) (fault.Response, bool) {
 		ch.status, ch.failureCode, ch.failureMessage = "failed", dec.code, dec.message
 		return errorResponse(&apiError{Type: typeCard, Code: dec.code, DeclineCode: dec.declineCode, Message: dec.message, Charge: ch.id, status: http.StatusPaymentRequired}), true
 	}
-	ch.status, ch.amountCaptured, ch.balanceTransaction = "succeeded", amount, h.ids.New("txn_", 24)
+	ch.status, ch.amountCaptured, ch.balanceTransaction = "succeeded", amount, balanceTransactionID(ch.id)
 	h.journal.Append(fakes.Effect{
 		Kind: fakes.KindCharge, ID: ch.id, Key: c.key, At: c.now,
 		Params: effectParams(md, "amount", strconv.FormatInt(amount, 10), "currency", cur, "source", source),

@@ -357,6 +357,14 @@ func (h *Handler) renderRefund(re *refund, ex expansion) *refundJSON {
 	return out
 }
 
+// balanceTransactionID names the balance transaction of a charge or a
+// refund after its source: it draws nothing from the seeded ids, so every
+// object id a seed gives is independent of balance transactions.
+func balanceTransactionID(sourceID string) string {
+	_, rest, _ := strings.Cut(sourceID, "_")
+	return "txn_" + rest
+}
+
 func balanceTransaction(id, typ, source string, amount int64, cur string, at time.Time) *balanceTransactionJSON {
 	return &balanceTransactionJSON{ID: id, Object: "balance_transaction", Amount: amount, Created: at.Unix(), Currency: cur, Net: amount, Source: source, Status: "available", Type: typ}
 }

@@ -239,7 +239,7 @@ func (h *Handler) chargeIntent(pi *paymentIntent, now time.Time) *apiError {
 // released rest as refunded.
 func (h *Handler) capture(pi *paymentIntent, ch *charge, amount int64) {
 	ch.amountCaptured, ch.amountRefunded = amount, ch.amount-amount
-	ch.balanceTransaction = h.ids.New("txn_", 24)
+	ch.balanceTransaction = balanceTransactionID(ch.id)
 	pi.status, pi.amountReceived, pi.amountCapturable = "succeeded", amount, 0
 }
 
