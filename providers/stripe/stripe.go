@@ -11,10 +11,12 @@
 // Lookups cannot rely on Stripe's search alone: the search index lags
 // behind (under a minute normally, up to an hour during incidents), while
 // list endpoints are consistent. PaymentIntents.Lookup therefore searches
-// the metadata for objects older than the lag and lists, newest first, the
-// PaymentIntents created within the lag; Refunds, which cannot be searched,
+// the metadata for objects older than the lag, following next_page up to
+// MaxSearchPages, and lists, newest first, the PaymentIntents created
+// within the lag; Refunds, which cannot be searched,
 // are found by a bounded list scan. A lookup says NotFound only when both
-// leave no place unseen, and Inconclusive when a scan hit its bound.
+// leave no place unseen, and Inconclusive when a search or a scan hit its
+// bound. Every request carries idemkit.UserAgent (the HTTP layer's).
 package stripe
 
 import (
