@@ -13,10 +13,9 @@
 // list endpoints are consistent. PaymentIntents.Lookup therefore searches
 // the metadata for objects older than the lag, following next_page up to
 // MaxSearchPages, and lists, newest first, the PaymentIntents created
-// within the lag; Refunds, which cannot be searched,
-// are found by a bounded list scan. A lookup says NotFound only when both
-// leave no place unseen, and Inconclusive when a search or a scan hit its
-// bound. Every request carries idemkit.UserAgent (the HTTP layer's).
+// within the lag; Refunds, which cannot be searched, are found by a
+// bounded list scan. A lookup says NotFound only when both leave no place
+// unseen, and Inconclusive when a search or a scan hit its bound. Every request carries idemkit.UserAgent (the HTTP layer's).
 package stripe
 
 import (
