@@ -12,6 +12,8 @@ TESTLOG  ?= .tmp/test.log
 
 # The DynamoDB tests install and start their own dynalite (tools/dynalite,
 # npm ci from the committed lockfile) through ledgerdynamo/dynalitetest.
+# The Stripe tests install (go install, into .tmp) and start stripe-mock
+# through fakes/stripefake/stripemocktest.
 test: vet
 	@mkdir -p $(dir $(TESTLOG))
 	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 $(PKGS)

@@ -28,6 +28,15 @@ const (
 	// KindPaymentIntent is a PaymentIntent created by stripefake (declined
 	// confirmations are not effects: nothing was paid).
 	KindPaymentIntent = "payment_intent"
+	// KindPaymentIntentConfirm is a PaymentIntent confirmed through
+	// POST /v1/payment_intents/{id}/confirm (a payment or an authorisation).
+	KindPaymentIntentConfirm = "payment_intent.confirm"
+	// KindPaymentIntentCapture is a capture of an authorised PaymentIntent.
+	KindPaymentIntentCapture = "payment_intent.capture"
+	// KindPaymentIntentCancel is a PaymentIntent canceled by stripefake.
+	KindPaymentIntentCancel = "payment_intent.cancel"
+	// KindPaymentIntentUpdate is an update of a PaymentIntent.
+	KindPaymentIntentUpdate = "payment_intent.update"
 	// KindRefund is a refund created by stripefake.
 	KindRefund = "refund"
 	// KindCharge is a successful charge created through POST /v1/charges.

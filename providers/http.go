@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/idemkit/idemkit"
 )
 
 // Defaults of Config.
@@ -88,7 +90,8 @@ type Request struct {
 	Path string
 	// Query is encoded into the URL.
 	Query url.Values
-	// Header is sent as given (authorization, versions).
+	// Header is sent as given (authorization, versions). Without a
+	// User-Agent of the caller's, idemkit.UserAgent is sent.
 	Header http.Header
 	// Body and its ContentType; nil for none.
 	Body        []byte
@@ -268,6 +271,9 @@ func (c *Client) Do(ctx context.Context, r *Request, out any) (*Response, error)
 	}
 	if req.Header.Get("Accept") == "" {
 		req.Header.Set("Accept", "application/json")
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", idemkit.UserAgent)
 	}
 	if r.KeyHeader != "" && r.Key != "" {
 		req.Header.Set(r.KeyHeader, r.Key)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
 )
 
@@ -597,5 +598,47 @@ func TestConcurrentCallsKeepTheirOwnState(t *testing.T) {
 		case i%2 == 0 && client.ClassOf(err) != client.ClassAmbiguous:
 			t.Errorf("call %d: %v, want ambiguous", i, err)
 		}
+	}
+}
+
+// Every request names idemkit in its User-Agent, so a provider's logs tell
+// its requests apart, unless the caller set one of its own.
+func TestUserAgent(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var agents []string // of every attempt, retries included
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		agents = append(agents, r.Header.Get("User-Agent"))
+		mu.Unlock()
+		w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(srv.Close)
+	c := NewClient(srv.URL, testConfig())
+	for _, tc := range []struct {
+		req  *Request
+		want string
+	}{
+		{&Request{Method: http.MethodGet, Path: "/v1/things"}, idemkit.UserAgent},
+		{post(ReplayKeyed), idemkit.UserAgent},
+		{&Request{Method: http.MethodGet, Path: "/v1/things", Header: http.Header{"User-Agent": {"my-agent/1.0"}}}, "my-agent/1.0"},
+	} {
+		if _, err := c.Do(context.Background(), tc.req, nil); err != nil {
+			t.Fatalf("%s %s: %v", tc.req.Method, tc.req.Path, err)
+		}
+		mu.Lock()
+		for _, ua := range agents {
+			if ua != tc.want {
+				t.Errorf("%s %s: User-Agent %q, want %q", tc.req.Method, tc.req.Path, ua, tc.want)
+			}
+		}
+		if len(agents) == 0 {
+			t.Errorf("%s %s: no request arrived", tc.req.Method, tc.req.Path)
+		}
+		agents = nil
+		mu.Unlock()
+	}
+	if !strings.HasPrefix(idemkit.UserAgent, "idemkit/") || idemkit.UserAgent == "idemkit/" {
+		t.Fatalf("UserAgent = %q, want idemkit/<version>", idemkit.UserAgent)
 	}
 }

@@ -1,9 +1,7 @@
 package stripefake
 
 import (
-	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,21 +12,21 @@ import (
 )
 
 var (
-	createPaymentIntentSpec = spec{
-		"amount": scalar, "currency": scalar, "confirm": scalar, "payment_method": scalar,
-		"payment_method_types": list, "automatic_payment_methods": object, "description": scalar,
-		"receipt_email": scalar, "metadata": hash, "expand": list,
-	}
 	createRefundSpec = spec{
 		"payment_intent": scalar, "charge": scalar, "amount": scalar, "reason": scalar,
-		"metadata": hash, "expand": list,
+		"metadata": hash, "expand": list, "instructions_email": scalar,
 	}
 	createChargeSpec = spec{
 		"amount": scalar, "currency": scalar, "source": scalar, "description": scalar,
 		"receipt_email": scalar, "metadata": hash, "expand": list,
 	}
-	listSpec = spec{
+	listPaymentIntentsSpec = spec{
 		"limit": scalar, "starting_after": scalar, "ending_before": scalar, "created": rangeKind, "expand": list,
+		"customer": scalar,
+	}
+	listChargesSpec = spec{
+		"limit": scalar, "starting_after": scalar, "ending_before": scalar, "created": rangeKind, "expand": list,
+		"customer": scalar, "payment_intent": scalar, "transfer_group": scalar,
 	}
 	listRefundsSpec = spec{
 		"limit": scalar, "starting_after": scalar, "ending_before": scalar, "created": rangeKind, "expand": list,
@@ -77,104 +75,6 @@ func effectParams(md map[string]string, kv ...string) map[string]string {
 		out["metadata."+k] = v
 	}
 	return out
-}
-
-func money(amount int64, cur string) string {
-	return fmt.Sprintf("%s %d.%02d", strings.ToUpper(cur), amount/100, amount%100)
-}
-
-// amountAndCurrency reads the required amount (at least 1) and currency of
-// a payment intent or a charge.
-func amountAndCurrency(p params) (int64, string, *apiError) {
-	amount, present, e := p.integer("amount", 1)
-	if e == nil && !present {
-		_, e = p.required("amount")
-	}
-	if e != nil {
-		return 0, "", e
-	}
-	cur, e := p.required("currency")
-	if e == nil {
-		cur, e = currency(cur)
-	}
-	return amount, cur, e
-}
-
-func (h *Handler) createPaymentIntent(c *call) (fault.Response, bool) {
-	p := c.p
-	amount, cur, e := amountAndCurrency(p)
-	if e != nil {
-		return invalid(e)
-	}
-	md, e := p.metadata()
-	if e != nil {
-		return invalid(e)
-	}
-	confirm, e := p.boolean("confirm")
-	if e != nil {
-		return invalid(e)
-	}
-	expand, e := expansions(p, "payment_intent", false)
-	if e != nil {
-		return invalid(e)
-	}
-	var apm *automaticPaymentMethods
-	if fields, set := p.hashes["automatic_payment_methods"]; set {
-		apm = &automaticPaymentMethods{AllowRedirects: fields["allow_redirects"]}
-		if _, has := fields["enabled"]; !has {
-			return invalid(&apiError{Type: typeInvalidRequest, Code: "parameter_missing", Message: "Missing required param: automatic_payment_methods[enabled].", Param: "automatic_payment_methods[enabled]"})
-		}
-		if apm.Enabled, e = parseBool("automatic_payment_methods[enabled]", fields["enabled"]); e != nil {
-			return invalid(e)
-		}
-		if r := apm.AllowRedirects; r != "" && r != "always" && r != "never" {
-			return invalid(&apiError{Type: typeInvalidRequest, Message: "Invalid automatic_payment_methods[allow_redirects]: must be one of always or never", Param: "automatic_payment_methods[allow_redirects]"})
-		}
-	}
-	pm := p.str("payment_method")
-	if pm != "" && !strings.HasPrefix(pm, "pm_") {
-		return invalid(notFound("PaymentMethod", pm, "payment_method"))
-	}
-	if confirm && pm == "" {
-		return invalid(&apiError{Type: typeInvalidRequest, Code: "payment_intent_unexpected_state", Message: "You cannot confirm this PaymentIntent because it's missing a payment method. Pass payment_method to confirm it."})
-	}
-	types := slices.Clone(p.lists["payment_method_types"])
-	if len(types) == 0 {
-		types = []string{"card"}
-	}
-
-	pi := &paymentIntent{
-		record: h.newRecord("pi_", c.now), amount: amount, currency: cur, description: p.str("description"),
-		paymentMethod: pm, paymentMethodTypes: types, receiptEmail: p.str("receipt_email"), apm: apm, metadata: md,
-		status: "requires_payment_method",
-	}
-	pi.clientSecret = pi.id + "_secret_" + h.ids.New("", 25)
-	if pm != "" {
-		pi.status = "requires_confirmation"
-	}
-	h.paymentIntents[pi.id] = pi
-	h.piOrder = append(h.piOrder, pi)
-	if confirm {
-		ch := &charge{record: h.newRecord("ch_", c.now), amount: amount, currency: cur, paymentIntent: pi.id, paymentMethod: pm, description: pi.description, metadata: md}
-		h.charges[ch.id] = ch
-		pi.latestCharge = ch.id
-		if dec, declined := declineFor(pm); declined {
-			ch.status, ch.failureCode, ch.failureMessage = "failed", dec.code, dec.message
-			pi.status, pi.paymentMethod = "requires_payment_method", ""
-			pi.lastError = &apiError{Type: typeCard, Code: dec.code, DeclineCode: dec.declineCode, Message: dec.message, Charge: ch.id}
-			e := *pi.lastError
-			e.status = http.StatusPaymentRequired
-			e.PaymentIntent = h.renderPaymentIntent(pi, nil)
-			return errorResponse(&e), true
-		}
-		ch.status = "succeeded"
-		pi.status, pi.amountReceived = "succeeded", amount
-	}
-	h.journal.Append(fakes.Effect{
-		Kind: fakes.KindPaymentIntent, ID: pi.id, Key: c.key, At: c.now,
-		Params: effectParams(md, "amount", strconv.FormatInt(amount, 10), "currency", cur, "status", pi.status),
-	})
-	return ok(h.renderPaymentIntent(pi, expand))
 }
 
 func (h *Handler) createRefund(c *call) (fault.Response, bool) {
@@ -231,6 +131,7 @@ func (h *Handler) createRefund(c *call) (fault.Response, bool) {
 		return errorResponse(&apiError{Type: typeInvalidRequest, Code: "amount_too_large", Message: "Refund amount (" + money(amount, ch.currency) + ") is greater than unrefunded amount on charge (" + money(remaining, ch.currency) + ")", Param: "amount"}), true
 	}
 	re := &refund{record: h.newRecord("re_", c.now), amount: amount, currency: ch.currency, charge: ch.id, paymentIntent: ch.paymentIntent, reason: p.str("reason"), metadata: md}
+	re.balanceTransaction = balanceTransactionID(re.id)
 	ch.amountRefunded += amount
 	h.refunds[re.id] = re
 	h.refundOrder = append(h.refundOrder, re)
@@ -265,11 +166,12 @@ func (h *Handler) createCharge(c *call) (fault.Response, bool) {
 	ch := &charge{record: h.newRecord("ch_", c.now), amount: amount, currency: cur, description: p.str("description"), metadata: md}
 	ch.paymentMethod = "card_" + h.ids.New("", 24)
 	h.charges[ch.id] = ch
+	h.chargeOrder = append(h.chargeOrder, ch)
 	if dec, declined := declineFor(source); declined {
 		ch.status, ch.failureCode, ch.failureMessage = "failed", dec.code, dec.message
 		return errorResponse(&apiError{Type: typeCard, Code: dec.code, DeclineCode: dec.declineCode, Message: dec.message, Charge: ch.id, status: http.StatusPaymentRequired}), true
 	}
-	ch.status = "succeeded"
+	ch.status, ch.amountCaptured, ch.balanceTransaction = "succeeded", amount, balanceTransactionID(ch.id)
 	h.journal.Append(fakes.Effect{
 		Kind: fakes.KindCharge, ID: ch.id, Key: c.key, At: c.now,
 		Params: effectParams(md, "amount", strconv.FormatInt(amount, 10), "currency", cur, "source", source),
@@ -291,7 +193,7 @@ func (h *Handler) retrieveCharge(c *call) fault.Response {
 
 // retrieve answers GET /v1/<object>s/{id}: the object of that id in objects,
 // rendered with the requested expansions, or a 404.
-func retrieve[T, J any](c *call, object string, objects map[string]*T, render func(*T, map[string]bool) J) fault.Response {
+func retrieve[T, J any](c *call, object string, objects map[string]*T, render func(*T, expansion) J) fault.Response {
 	expand, e := expansions(c.p, object, false)
 	if e != nil {
 		return errorResponse(e)
@@ -417,7 +319,8 @@ func (h *Handler) listPaymentIntents(c *call) fault.Response {
 	if e != nil {
 		return errorResponse(e)
 	}
-	page, more := paginate(h.piOrder, func(*paymentIntent) bool { return true }, lp)
+	customer := c.p.str("customer") // no PaymentIntent of the fake has one
+	page, more := paginate(h.piOrder, func(*paymentIntent) bool { return customer == "" }, lp)
 	out := listJSON{Object: "list", Data: []any{}, HasMore: more, URL: "/v1/payment_intents"}
 	for _, pi := range page {
 		out.Data = append(out.Data, h.renderPaymentIntent(pi, expand))
@@ -447,6 +350,33 @@ func (h *Handler) listRefunds(c *call) fault.Response {
 	out := listJSON{Object: "list", Data: []any{}, HasMore: more, URL: "/v1/refunds"}
 	for _, re := range page {
 		out.Data = append(out.Data, h.renderRefund(re, expand))
+	}
+	return fakehttp.JSON(http.StatusOK, "", out)
+}
+
+func (h *Handler) listCharges(c *call) fault.Response {
+	lp, e := parseListParams(c.p, func(id string) (*record, bool) {
+		ch, found := h.charges[id]
+		if !found {
+			return nil, false
+		}
+		return &ch.record, true
+	}, "charge")
+	if e != nil {
+		return errorResponse(e)
+	}
+	expand, e := expansions(c.p, "charge", true)
+	if e != nil {
+		return errorResponse(e)
+	}
+	piID, customer := c.p.str("payment_intent"), c.p.str("customer")
+	page, more := paginate(h.chargeOrder, func(ch *charge) bool {
+		// No charge of the fake has a customer or a transfer group.
+		return (piID == "" || ch.paymentIntent == piID) && customer == "" && c.p.str("transfer_group") == ""
+	}, lp)
+	out := listJSON{Object: "list", Data: []any{}, HasMore: more, URL: "/v1/charges"}
+	for _, ch := range page {
+		out.Data = append(out.Data, h.renderCharge(ch, expand))
 	}
 	return fakehttp.JSON(http.StatusOK, "", out)
 }

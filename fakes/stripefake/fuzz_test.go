@@ -16,7 +16,7 @@ import (
 func FuzzPostBodies(f *testing.F) {
 	for _, seed := range []string{
 		"amount=100&currency=usd",
-		"amount=100&currency=usd&confirm=true&payment_method=pm_card_chargeDeclined",
+		"amount=100&currency=usd&confirm=true&payment_method=pm_card_chargeDeclined&payment_method_types[]=card",
 		"amount=100&currency=usd&metadata[k]=v&expand[]=latest_charge&payment_method_types[0]=card",
 		"amount=-1&currency=us",
 		"metadata[a][b]=c&%zz",

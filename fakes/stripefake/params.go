@@ -60,6 +60,10 @@ func parseParams(raw string, sp spec) (params, *apiError) {
 		last := vs[len(vs)-1]
 		name, sub, hasSub, ok := splitKey(k)
 		if !ok {
+			// metadata[k][x]: the value of metadata[k] is not a string.
+			if outer, _, found := strings.Cut(k, "]["); found && sp[strings.SplitN(outer, "[", 2)[0]] == hash {
+				return p, notAString(outer + "]")
+			}
 			return p, unknownParam(k)
 		}
 		kd, known := sp[name]
@@ -69,7 +73,7 @@ func parseParams(raw string, sp spec) (params, *apiError) {
 		switch kd {
 		case scalar:
 			if hasSub {
-				return p, unknownParam(k)
+				return p, notAString(name)
 			}
 			p.scalars[name] = last
 		case rangeKind, object:
@@ -238,13 +242,10 @@ func (p params) metadata() (map[string]string, *apiError) {
 	return out, nil
 }
 
-// currency validates a three-letter ISO currency code and lowercases it.
-func currency(v string) (string, *apiError) {
-	c := strings.ToLower(v)
-	if len(c) != 3 || strings.Trim(c, "abcdefghijklmnopqrstuvwxyz") != "" {
-		return "", &apiError{Type: typeInvalidRequest, Message: "Invalid currency: " + v + ".", Param: "currency"}
-	}
-	return c, nil
+// notAString is the answer to a parameter that needs a single value and
+// was sent as an object (amount[x]=1, metadata[k][x]=v).
+func notAString(name string) *apiError {
+	return &apiError{Type: typeInvalidRequest, Message: "Invalid value for " + name + ": expected a string or a number, not an object.", Param: name}
 }
 
 func unknownParam(k string) *apiError {

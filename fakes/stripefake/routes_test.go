@@ -54,7 +54,7 @@ func TestCreateAndRetrievePaymentIntent(t *testing.T) {
 func TestConfirmSucceedsOrDeclines(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	ok := post(t, s, "/v1/payment_intents", "", piForm("1500", "confirm", "true", "payment_method", "pm_card_visa", "expand[]", "latest_charge"))
+	ok := post(t, s, "/v1/payment_intents", "", piForm("1500", "payment_method_types[]", "card", "confirm", "true", "payment_method", "pm_card_visa", "expand[]", "latest_charge"))
 	wantStatus(t, ok, http.StatusOK)
 	if ok.Str("status") != "succeeded" || ok.Num("amount_received") != 1500 || ok.Str("latest_charge", "status") != "succeeded" ||
 		ok.Str("latest_charge", "payment_intent") != ok.Str("id") {
@@ -65,14 +65,14 @@ func TestConfirmSucceedsOrDeclines(t *testing.T) {
 		t.Fatalf("charge: %s", ch.Raw)
 	}
 
-	declined := post(t, s, "/v1/payment_intents", "dec-1", piForm("1500", "confirm", "true", "payment_method", "pm_card_chargeDeclined"))
+	declined := post(t, s, "/v1/payment_intents", "dec-1", piForm("1500", "payment_method_types[]", "card", "confirm", "true", "payment_method", "pm_card_chargeDeclined"))
 	wantError(t, declined, http.StatusPaymentRequired, "card_error", "card_declined")
 	if declined.Str("error", "decline_code") != "generic_decline" || declined.Str("error", "payment_intent", "status") != "requires_payment_method" ||
 		!strings.HasPrefix(declined.Str("error", "charge"), "ch_") {
 		t.Fatalf("decline: %s", declined.Raw)
 	}
 	// The decline began executing: it is saved and replayed.
-	again := post(t, s, "/v1/payment_intents", "dec-1", piForm("1500", "confirm", "true", "payment_method", "pm_card_chargeDeclined"))
+	again := post(t, s, "/v1/payment_intents", "dec-1", piForm("1500", "payment_method_types[]", "card", "confirm", "true", "payment_method", "pm_card_chargeDeclined"))
 	if again.Status != http.StatusPaymentRequired || again.Header.Get("Idempotent-Replayed") != "true" || again.Raw != declined.Raw {
 		t.Fatalf("replayed decline: %d %v %s", again.Status, again.Header, again.Raw)
 	}
@@ -94,8 +94,8 @@ func TestParameterValidation(t *testing.T) {
 		{"missing amount", "/v1/payment_intents", "currency=usd", "parameter_missing", "amount"},
 		{"missing currency", "/v1/payment_intents", "amount=100", "parameter_missing", "currency"},
 		{"unknown", "/v1/payment_intents", "amount=100&currency=usd&colour=red", "parameter_unknown", "colour"},
-		{"nested", "/v1/payment_intents", "amount=100&currency=usd&metadata[a][b]=c", "parameter_unknown", "metadata[a][b]"},
-		{"scalar with key", "/v1/payment_intents", "amount[x]=100&currency=usd", "parameter_unknown", "amount[x]"},
+		{"nested", "/v1/payment_intents", "amount=100&currency=usd&metadata[a][b]=c", "", "metadata[a]"},
+		{"scalar with key", "/v1/payment_intents", "amount[x]=100&currency=usd", "", "amount"},
 		{"bad integer", "/v1/payment_intents", "amount=ten&currency=usd", "parameter_invalid_integer", "amount"},
 		{"zero amount", "/v1/payment_intents", "amount=0&currency=usd", "parameter_invalid_integer", "amount"},
 		{"bad currency", "/v1/payment_intents", "amount=100&currency=dollars", "", "currency"},
@@ -103,7 +103,19 @@ func TestParameterValidation(t *testing.T) {
 		{"unknown apm field", "/v1/payment_intents", "amount=100&currency=usd&automatic_payment_methods[x]=1", "parameter_unknown", "automatic_payment_methods[x]"},
 		{"apm without enabled", "/v1/payment_intents", "amount=100&currency=usd&automatic_payment_methods[allow_redirects]=never", "parameter_missing", "automatic_payment_methods[enabled]"},
 		{"array without brackets", "/v1/payment_intents", "amount=100&currency=usd&expand=latest_charge", "", "expand"},
-		{"bad expand", "/v1/payment_intents", "amount=100&currency=usd&expand[]=customer", "", "expand"},
+		{"bad expand", "/v1/payment_intents", "amount=100&currency=usd&expand[]=colour", "", "expand"},
+		{"bad nested expand", "/v1/payment_intents", "amount=100&currency=usd&expand[]=latest_charge.colour", "", "expand"},
+		{"expand too deep", "/v1/payment_intents", "amount=100&currency=usd&expand[]=latest_charge.payment_intent.latest_charge.payment_intent.latest_charge", "", "expand"},
+		{"below the minimum", "/v1/payment_intents", "amount=49&currency=usd", "amount_too_small", "amount"},
+		{"below the GBP minimum", "/v1/payment_intents", "amount=29&currency=gbp", "amount_too_small", "amount"},
+		{"below the JPY minimum", "/v1/payment_intents", "amount=49&currency=jpy", "amount_too_small", "amount"},
+		{"above the maximum", "/v1/payment_intents", "amount=100000000&currency=eur", "amount_too_large", "amount"},
+		{"unsupported currency", "/v1/payment_intents", "amount=100&currency=xyz", "", "currency"},
+		{"apm and types", "/v1/payment_intents", "amount=100&currency=usd&automatic_payment_methods[enabled]=true&payment_method_types[]=card", "", "automatic_payment_methods"},
+		{"redirects without return_url", "/v1/payment_intents", "amount=100&currency=usd&confirm=true&payment_method=pm_card_visa", "", "return_url"},
+		{"bad capture method", "/v1/payment_intents", "amount=100&currency=usd&capture_method=later", "", "capture_method"},
+		{"long descriptor suffix", "/v1/payment_intents", "amount=100&currency=usd&statement_descriptor_suffix=" + strings.Repeat("s", 23), "", "statement_descriptor_suffix"},
+		{"off_session unconfirmed", "/v1/payment_intents", "amount=100&currency=usd&off_session=true", "", "off_session"},
 		{"long metadata value", "/v1/payment_intents", "amount=100&currency=usd&metadata[k]=" + strings.Repeat("v", 501), "", "metadata[k]"},
 		{"no refund target", "/v1/refunds", "amount=100", "parameter_missing", ""},
 		{"bad reason", "/v1/refunds", "charge=ch_x&reason=bored", "", "reason"},
@@ -122,11 +134,19 @@ func TestParameterValidation(t *testing.T) {
 	if n := len(s.Journal()); n != 0 {
 		t.Fatalf("invalid requests committed %d effects", n)
 	}
-	ok := call(t, s, request{method: http.MethodPost, path: "/v1/payment_intents", body: "amount=100&currency=USD&metadata=&automatic_payment_methods[enabled]=true&payment_method_types[0]=card&payment_method_types[1]=link"})
+	ok := call(t, s, request{method: http.MethodPost, path: "/v1/payment_intents", body: "amount=100&currency=USD&metadata=&automatic_payment_methods[enabled]=true"})
 	wantStatus(t, ok, http.StatusOK)
-	if ok.Str("currency") != "usd" || ok.Get("automatic_payment_methods", "enabled") != true ||
-		!slices.Equal(ok.Get("payment_method_types").([]any), []any{"card", "link"}) {
+	if ok.Str("currency") != "usd" || ok.Get("automatic_payment_methods", "enabled") != true {
 		t.Fatalf("created: %s", ok.Raw)
+	}
+	typed := call(t, s, request{method: http.MethodPost, path: "/v1/payment_intents", body: "amount=50&currency=eur&payment_method_types[0]=card&payment_method_types[1]=link"})
+	wantStatus(t, typed, http.StatusOK)
+	if typed.Get("automatic_payment_methods") != nil || !slices.Equal(typed.Get("payment_method_types").([]any), []any{"card", "link"}) {
+		t.Fatalf("created with types: %s", typed.Raw)
+	}
+	yen := call(t, s, request{method: http.MethodPost, path: "/v1/payment_intents", body: "amount=50&currency=jpy&confirm=true&payment_method=pm_card_visa&return_url=https%3A%2F%2Fexample.com%2Fdone"})
+	if yen.Status != http.StatusOK || yen.Str("status") != "succeeded" || yen.Num("amount") != 50 {
+		t.Fatalf("confirmed with a return_url: %s", yen.Raw)
 	}
 }
 
@@ -247,7 +267,7 @@ func TestSearchLagsAndMatches(t *testing.T) {
 	s := start(t, &stripefake.Config{Clock: clock.Now, SearchLag: time.Minute})
 	a := post(t, s, "/v1/payment_intents", "", piForm("500", "metadata[idem_key]", "key-a", "metadata[tenant]", "acme"))
 	clock.Advance(time.Second)
-	b := post(t, s, "/v1/payment_intents", "", piForm("900", "metadata[idem_key]", "key-b", "confirm", "true", "payment_method", "pm_card_visa"))
+	b := post(t, s, "/v1/payment_intents", "", piForm("900", "metadata[idem_key]", "key-b", "confirm", "true", "payment_method", "pm_card_visa", "payment_method_types[]", "card"))
 	search := func(q string, extra ...string) reply {
 		t.Helper()
 		v := url.Values{"query": {q}}
@@ -276,7 +296,11 @@ func TestSearchLagsAndMatches(t *testing.T) {
 		"amount>=500 AND currency:'usd'":                          {b.Str("id"), a.Str("id")},
 		"amount>600 OR metadata['tenant']:'acme'":                 {b.Str("id"), a.Str("id")},
 		"metadata['tenant']:null":                                 {b.Str("id")},
-		"metadata['idem_key']~'ey-'":                              {b.Str("id"), a.Str("id")},
+		"amount>=500 currency:'usd'":                              {b.Str("id"), a.Str("id")},
+		"amount>600 or metadata['tenant']:'acme'":                 {b.Str("id"), a.Str("id")},
+		"amount>600 Or metadata['tenant']:'acme'":                 {b.Str("id"), a.Str("id")},
+		"metadata['idem_key']:'KEY-A' and currency:'USD'":         {a.Str("id")},
+		"metadata['idem_key']:'key'":                              nil,
 		"amount:500":                                              {a.Str("id")},
 		"metadata['idem_key']:'key-a' AND status:'nope'":          nil,
 		`metadata['idem_key']:'it\'s'`:                            nil,
@@ -298,7 +322,7 @@ func TestSearchLagsAndMatches(t *testing.T) {
 		t.Fatalf("search page 2: %s", p2.Raw)
 	}
 	for _, bad := range []string{"", "colour:'red'", "status:succeeded", "amount:'x'", "status>'a'", "a:1 AND b:2 OR c:3",
-		"status:'a' AND amount:1 OR amount:2", "metadata[k]:'v'", "metadata['k':'v'", "status:'unterminated", "amount~'abc'", "status~'ab'", "status:'a' XOR status:'b'"} {
+		"status:'a' AND amount:1 OR amount:2", "metadata[k]:'v'", "metadata['k':'v'", "status:'unterminated", "amount~'abc'", "status~'ab'", "metadata['idem_key']~'key'", "status:'a'status:'b'", "status:'a' or amount:1 amount:2", "status:'a' XOR status:'b'"} {
 		r := get(t, s, "/v1/payment_intents/search?"+url.Values{"query": {bad}}.Encode())
 		if r.Status != http.StatusBadRequest || r.Str("error", "type") != "invalid_request_error" {
 			t.Errorf("query %q: %d %s", bad, r.Status, r.Raw)
@@ -310,7 +334,7 @@ func TestSearchLagsAndMatches(t *testing.T) {
 func TestRefunds(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	pi := post(t, s, "/v1/payment_intents", "", piForm("1000", "confirm", "true", "payment_method", "pm_card_visa"))
+	pi := post(t, s, "/v1/payment_intents", "", piForm("1000", "payment_method_types[]", "card", "confirm", "true", "payment_method", "pm_card_visa"))
 	piID, chID := pi.Str("id"), pi.Str("latest_charge")
 
 	r1 := post(t, s, "/v1/refunds", "rf-1", url.Values{"payment_intent": {piID}, "amount": {"300"}, "metadata[idem_key]": {"act-9"}, "reason": {"requested_by_customer"}})
@@ -336,7 +360,7 @@ func TestRefunds(t *testing.T) {
 	open := post(t, s, "/v1/payment_intents", "", piForm("100"))
 	wantError(t, post(t, s, "/v1/refunds", "", url.Values{"payment_intent": {open.Str("id")}}), http.StatusBadRequest, "invalid_request_error", "payment_intent_unexpected_state")
 
-	other := post(t, s, "/v1/payment_intents", "", piForm("50", "confirm", "true", "payment_method", "pm_card_visa"))
+	other := post(t, s, "/v1/payment_intents", "", piForm("50", "payment_method_types[]", "card", "confirm", "true", "payment_method", "pm_card_visa"))
 	post(t, s, "/v1/refunds", "", url.Values{"payment_intent": {other.Str("id")}})
 
 	list := get(t, s, "/v1/refunds?payment_intent="+piID)
@@ -376,7 +400,7 @@ func TestCharges(t *testing.T) {
 	if failed := get(t, s, "/v1/charges/"+dec.Str("error", "charge")); failed.Str("status") != "failed" || failed.Str("failure_code") != "card_declined" {
 		t.Fatalf("failed charge: %s", failed.Raw)
 	}
-	wantError(t, post(t, s, "/v1/charges", "", url.Values{"amount": {"1"}, "currency": {"usd"}, "source": {"card_123"}}), http.StatusNotFound, "invalid_request_error", "resource_missing")
+	wantError(t, post(t, s, "/v1/charges", "", url.Values{"amount": {"100"}, "currency": {"usd"}, "source": {"card_123"}}), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	wantError(t, get(t, s, "/v1/charges/ch_nope"), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	if e := s.Journal(); len(e) != 1 || e[0].Kind != fakes.KindCharge || e[0].Key != "c-1" || e[0].Params["metadata.order"] != "o-1" {
 		t.Fatalf("journal = %+v", e)

@@ -8,16 +8,19 @@ import (
 
 // The subset of Stripe's search query language the fake understands:
 //
-//	query   = clause *( " AND " clause ) | clause *( " OR " clause )
+//	query   = clause *( sep clause )
+//	sep     = " " | " AND " | " OR "      (keywords in any case)
 //	clause  = [ "-" ] field op value
 //	field   = "amount" | "created" | "currency" | "status" | "customer"
 //	        | "metadata[" quoted "]"
-//	op      = ":" | "~" | ">" | "<" | ">=" | "<="
+//	op      = ":" | ">" | "<" | ">=" | "<="
 //	value   = quoted | integer | "null"
 //
-// Strings are quoted with ' or " (a backslash escapes the quote); ':' is
-// equality, '~' a substring match of at least 3 characters, and the
-// comparisons apply to the numeric fields. metadata['k']:null matches objects
+// Clauses separated by spaces alone are joined by AND. Strings are quoted
+// with ' or " (a backslash escapes the quote); ':' is an exact match that
+// ignores case, and the comparisons apply to the numeric fields. Every
+// string field of a PaymentIntent is a token field in Stripe, so the
+// substring operator '~' is refused. metadata['k']:null matches objects
 // without the key. AND and OR cannot be mixed, as in Stripe.
 
 // predicate decides whether a PaymentIntent matches (part of) a query.
@@ -50,13 +53,17 @@ func parseQuery(q string) (predicate, *apiError) {
 			return nil, &apiError{Type: typeInvalidRequest, Message: fmt.Sprintf("Invalid search query (at position %d): %s", qp.pos, err), Param: "query"}
 		}
 		clauses = append(clauses, c)
+		end := qp.pos
 		qp.skipSpace()
 		if qp.pos == len(qp.s) {
 			break
 		}
-		word := qp.word()
-		if word != "AND" && word != "OR" {
-			return nil, &apiError{Type: typeInvalidRequest, Message: fmt.Sprintf("Invalid search query (at position %d): expected AND or OR, found %q", qp.pos, word), Param: "query"}
+		if qp.pos == end {
+			return nil, &apiError{Type: typeInvalidRequest, Message: fmt.Sprintf("Invalid search query (at position %d): expected a space, AND or OR between clauses", qp.pos), Param: "query"}
+		}
+		word := "AND" // implicit, between clauses separated by spaces
+		if w := qp.keyword(); w != "" {
+			word = w
 		}
 		if joiner != "" && word != joiner {
 			return nil, &apiError{Type: typeInvalidRequest, Message: "Invalid search query: AND and OR cannot be combined in one query.", Param: "query"}
@@ -83,12 +90,17 @@ func (qp *queryParser) skipSpace() {
 	}
 }
 
-func (qp *queryParser) word() string {
-	start := qp.pos
-	for qp.pos < len(qp.s) && qp.s[qp.pos] != ' ' {
-		qp.pos++
+// keyword consumes AND or OR, in any case, followed by a space, and
+// returns it in upper case; "" when the next word is not one.
+func (qp *queryParser) keyword() string {
+	for _, kw := range []string{"AND", "OR"} {
+		end := qp.pos + len(kw)
+		if end < len(qp.s) && strings.EqualFold(qp.s[qp.pos:end], kw) && qp.s[end] == ' ' {
+			qp.pos = end
+			return kw
+		}
 	}
-	return qp.s[start:qp.pos]
+	return ""
 }
 
 func (qp *queryParser) clause() (predicate, error) {
@@ -119,7 +131,10 @@ func (qp *queryParser) clause() (predicate, error) {
 		return nil, fmt.Errorf("field %q is an unsupported search field for query", field)
 	}
 	op := ""
-	for _, o := range []string{">=", "<=", ":", "~", ">", "<"} {
+	if strings.HasPrefix(qp.s[qp.pos:], "~") {
+		return nil, fmt.Errorf("%s is a token field: it supports exact match (:) only, not substring match (~)", field)
+	}
+	for _, o := range []string{">=", "<=", ":", ">", "<"} {
 		if qp.consume(o) {
 			op = o
 			break
@@ -171,9 +186,6 @@ func (qp *queryParser) quoted() (string, error) {
 
 func (qp *queryParser) value(field, metaKey, op string) (predicate, error) {
 	if num := numericFields[field]; num != nil {
-		if op == "~" {
-			return nil, fmt.Errorf("~ applies to string fields only")
-		}
 		start := qp.pos
 		for qp.pos < len(qp.s) && (qp.s[qp.pos] == '-' || (qp.s[qp.pos] >= '0' && qp.s[qp.pos] <= '9')) {
 			qp.pos++
@@ -197,12 +209,12 @@ func (qp *queryParser) value(field, metaKey, op string) (predicate, error) {
 			return v == n
 		}, nil
 	}
-	if op != ":" && op != "~" {
+	if op != ":" {
 		return nil, fmt.Errorf("%s applies to numeric fields only", op)
 	}
 	get := stringFields[field]
 	if field == "metadata" {
-		if op == ":" && qp.consume("null") {
+		if qp.consume("null") {
 			return func(pi *paymentIntent) bool { _, has := pi.metadata[metaKey]; return !has }, nil
 		}
 		get = func(pi *paymentIntent) string { return pi.metadata[metaKey] }
@@ -211,14 +223,8 @@ func (qp *queryParser) value(field, metaKey, op string) (predicate, error) {
 	if err != nil {
 		return nil, err
 	}
-	if op == "~" {
-		if len(want) < 3 {
-			return nil, fmt.Errorf("a substring match needs at least 3 characters")
-		}
-		return func(pi *paymentIntent) bool { return strings.Contains(get(pi), want) }, nil
-	}
 	if field == "metadata" {
-		return func(pi *paymentIntent) bool { v, has := pi.metadata[metaKey]; return has && v == want }, nil
+		return func(pi *paymentIntent) bool { v, has := pi.metadata[metaKey]; return has && strings.EqualFold(v, want) }, nil
 	}
-	return func(pi *paymentIntent) bool { return get(pi) == want }, nil
+	return func(pi *paymentIntent) bool { return strings.EqualFold(get(pi), want) }, nil
 }

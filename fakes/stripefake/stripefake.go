@@ -1,67 +1,7 @@
-// Package stripefake is a fake of the Stripe API where it matters for
-// retries: PaymentIntents, Refunds and Charges with Stripe's idempotency
-// semantics, list pagination, a lagging search, Stripe-shaped objects and
-// errors. The official Go client (stripe-go) works against it unchanged.
-//
-// # Routes
-//
-//	POST /v1/payment_intents          amount, currency, confirm, payment_method,
-//	                                  payment_method_types[], automatic_payment_methods[...],
-//	                                  description, receipt_email, metadata[...], expand[]
-//	GET  /v1/payment_intents/{id}     expand[], client_secret
-//	GET  /v1/payment_intents          limit, starting_after, ending_before, created[gt|gte|lt|lte], expand[]
-//	GET  /v1/payment_intents/search   query, limit, page, expand[]
-//	POST /v1/refunds                  payment_intent | charge, amount, reason, metadata[...], expand[]
-//	GET  /v1/refunds/{id}             expand[]
-//	GET  /v1/refunds                  payment_intent, charge, limit, starting_after, ending_before, created, expand[]
-//	POST /v1/charges                  amount, currency, source (tok_...), description, receipt_email, metadata[...], expand[]
-//	GET  /v1/charges/{id}             expand[]
-//
-// Bodies are form-encoded (metadata[k]=v, list[]=v or list[0]=v). Requests
-// need an sk_test_ key, as a Bearer token or the basic-auth user. Unknown
-// parameters are rejected (400 parameter_unknown), missing ones too
-// (parameter_missing). A confirmed PaymentIntent with payment_method
-// pm_card_chargeDeclined (or pm_card_chargeDeclinedInsufficientFunds,
-// pm_card_chargeDeclinedExpiredCard; tok_... for charges) is declined with a
-// 402 card_error; any other pm_ or tok_ value succeeds.
-//
-// # Idempotency
-//
-// A POST with an Idempotency-Key header is executed once: the first
-// response's status and body are stored and replayed to later requests with
-// the same key, endpoint and parameters, with Idempotent-Replayed: true and
-// Original-Request headers. Every response to a keyed request echoes the
-// key. Reusing a key with other parameters or on another endpoint answers
-// 400 idempotency_error; a request arriving while the first one with its key
-// is still executing answers 409 idempotency_key_in_use. Keys expire after
-// Config.KeyWindow by the fake's clock.
-//
-// As Stripe documents, a response is saved only once the endpoint began
-// executing: requests rejected by authentication, by parameter validation
-// (400 parameter_*, 404 resource_missing) or by the idempotency layer itself
-// are not saved and may be retried with the same key. Errors decided while
-// executing (402 card declines, refund amount too large, already refunded)
-// are saved and replayed. Injected faults follow the same line:
-// FailBeforeCommit and DropBeforeCommit happen before execution and save
-// nothing; CommitThenDrop and CommitThenError happen after it, so the key
-// replays the real result (or the injected error with Rule.SaveError); a
-// Delay holds the key in flight, so concurrent retries get 409.
-//
-// # Effects
-//
-// The journal records one effect per PaymentIntent created (declined ones
-// excepted: nothing was paid), per refund, and per successful charge created
-// through POST /v1/charges. Effect.Key is the Idempotency-Key ("" if none).
-//
-// Search sees an object only Config.SearchLag after its creation, like
-// Stripe's search index; retrieval and list are immediately consistent. It
-// understands a subset of Stripe's query language: clauses on
-// metadata['key'], status, currency, customer (':' equality, '~' substring)
-// and amount, created (':', '>', '<', '>=', '<='), negated with '-', joined
-// by AND or by OR; metadata['key']:null matches objects without the key.
 package stripefake
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -89,6 +29,9 @@ type Config struct {
 	// SearchLag is how long after its creation an object becomes visible
 	// to search (default 0: at once).
 	SearchLag time.Duration
+	// APIVersions are Stripe-Version values accepted besides the ones the
+	// fake knows (released after it, or private betas).
+	APIVersions []string
 }
 
 // Handler is the fake Stripe API as an http.Handler.
@@ -108,6 +51,7 @@ type Handler struct {
 	charges        map[string]*charge
 	refunds        map[string]*refund
 	piOrder        []*paymentIntent
+	chargeOrder    []*charge
 	refundOrder    []*refund
 	keys           map[string]*idemEntry
 }
@@ -157,15 +101,20 @@ func NewHandler(cfg *Config) *Handler {
 	}
 	h.resetState()
 	routes := map[string]endpoint{
-		"POST /v1/payment_intents":       {spec: createPaymentIntentSpec, post: h.createPaymentIntent},
-		"GET /v1/payment_intents/{id}":   {spec: spec{"expand": list, "client_secret": scalar}, get: h.retrievePaymentIntent},
-		"GET /v1/payment_intents":        {spec: listSpec, get: h.listPaymentIntents},
-		"GET /v1/payment_intents/search": {spec: searchSpec, get: h.searchPaymentIntents},
-		"POST /v1/refunds":               {spec: createRefundSpec, post: h.createRefund},
-		"GET /v1/refunds/{id}":           {spec: spec{"expand": list}, get: h.retrieveRefund},
-		"GET /v1/refunds":                {spec: listRefundsSpec, get: h.listRefunds},
-		"POST /v1/charges":               {spec: createChargeSpec, post: h.createCharge},
-		"GET /v1/charges/{id}":           {spec: spec{"expand": list}, get: h.retrieveCharge},
+		"POST /v1/payment_intents":              {spec: createPaymentIntentSpec, post: h.createPaymentIntent},
+		"POST /v1/payment_intents/{id}":         {spec: updatePaymentIntentSpec, post: h.updatePaymentIntent},
+		"POST /v1/payment_intents/{id}/confirm": {spec: confirmPaymentIntentSpec, post: h.confirmPaymentIntent},
+		"POST /v1/payment_intents/{id}/cancel":  {spec: cancelPaymentIntentSpec, post: h.cancelPaymentIntent},
+		"POST /v1/payment_intents/{id}/capture": {spec: capturePaymentIntentSpec, post: h.capturePaymentIntent},
+		"GET /v1/payment_intents/{id}":          {spec: spec{"expand": list, "client_secret": scalar}, get: h.retrievePaymentIntent},
+		"GET /v1/payment_intents":               {spec: listPaymentIntentsSpec, get: h.listPaymentIntents},
+		"GET /v1/payment_intents/search":        {spec: searchSpec, get: h.searchPaymentIntents},
+		"POST /v1/refunds":                      {spec: createRefundSpec, post: h.createRefund},
+		"GET /v1/refunds/{id}":                  {spec: spec{"expand": list}, get: h.retrieveRefund},
+		"GET /v1/refunds":                       {spec: listRefundsSpec, get: h.listRefunds},
+		"POST /v1/charges":                      {spec: createChargeSpec, post: h.createCharge},
+		"GET /v1/charges/{id}":                  {spec: spec{"expand": list}, get: h.retrieveCharge},
+		"GET /v1/charges":                       {spec: listChargesSpec, get: h.listCharges},
 	}
 	for pattern, ep := range routes {
 		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, ep) })
@@ -198,7 +147,7 @@ func (h *Handler) resetState() {
 	h.paymentIntents = map[string]*paymentIntent{}
 	h.charges = map[string]*charge{}
 	h.refunds = map[string]*refund{}
-	h.piOrder, h.refundOrder = nil, nil
+	h.piOrder, h.chargeOrder, h.refundOrder = nil, nil, nil
 	h.keys = map[string]*idemEntry{}
 }
 
@@ -243,13 +192,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, ep endpoint) {
 	if d.Reject(w, faultError) {
 		return
 	}
-	d.Deliver(w, d.Answer(h.handle(w, r, d, ep, key, reqID), faultError))
+	d.Deliver(w, withRequestLog(d.Answer(h.handle(w, r, d, ep, key, reqID), faultError), reqID))
 }
 
 func (h *Handler) handle(w http.ResponseWriter, r *http.Request, d fault.Decision, ep endpoint, key, reqID string) fault.Response {
 	if e := authenticate(r); e != nil {
 		return errorResponse(e)
 	}
+	version, e := h.apiVersion(r.Header.Get("Stripe-Version"))
+	if e != nil {
+		return errorResponse(e)
+	}
+	w.Header().Set("Stripe-Version", version)
 	raw := r.URL.RawQuery
 	if r.Method == http.MethodPost {
 		body, tooLarge, err := fakehttp.ReadBody(w, r)
@@ -325,6 +279,7 @@ func (h *Handler) idempotent(ctx context.Context, d fault.Decision, ep endpoint,
 	defer h.mu.Unlock()
 	c.now = h.now()
 	resp, save := ep.post(c)
+	resp = withRequestLog(resp, reqID)
 	switch {
 	case h.keys[c.key] != e:
 		// Reset ran meanwhile: the key is gone with everything else.
@@ -340,7 +295,23 @@ func (h *Handler) idempotent(ctx context.Context, d fault.Decision, ep endpoint,
 	return resp
 }
 
-// authenticate accepts any sk_test_ key as a Bearer token or basic-auth user.
+// withRequestLog adds request_log_url to a Stripe error body, unless it
+// has one (a replay keeps the first request's).
+func withRequestLog(resp fault.Response, reqID string) fault.Response {
+	const open = `{"error":{`
+	if resp.Status < 400 || !bytes.HasPrefix(resp.Body, []byte(open)) || bytes.Contains(resp.Body, []byte(`"request_log_url":`)) {
+		return resp
+	}
+	body := make([]byte, 0, len(resp.Body)+80)
+	body = append(body, open...)
+	body = append(body, `"request_log_url":"`+requestLogURLBase+reqID+`",`...)
+	resp.Body = append(body, resp.Body[len(open):]...)
+	return resp
+}
+
+// authenticate accepts any secret (sk_test_) or restricted (rk_test_)
+// test key as a Bearer token or basic-auth user; restricted keys have
+// every permission.
 func authenticate(r *http.Request) *apiError {
 	header := r.Header.Get("Authorization")
 	if header == "" {
@@ -351,10 +322,19 @@ func authenticate(r *http.Request) *apiError {
 		key, _, ok = r.BasicAuth()
 	}
 	key = strings.TrimSpace(key)
-	if !ok || !strings.HasPrefix(key, "sk_test_") || len(key) == len("sk_test_") {
+	if !ok || !testKey(key) {
 		return &apiError{Type: typeInvalidRequest, Message: "Invalid API Key provided: " + redact(key), status: http.StatusUnauthorized}
 	}
 	return nil
+}
+
+func testKey(key string) bool {
+	for _, prefix := range []string{"sk_test_", "rk_test_"} {
+		if rest, ok := strings.CutPrefix(key, prefix); ok && rest != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func redact(key string) string {
@@ -364,8 +344,12 @@ func redact(key string) string {
 	return key[:8] + strings.Repeat("*", len(key)-12) + key[len(key)-4:]
 }
 
-// errorResponse renders e as Stripe does: {"error": {...}}.
+// errorResponse renders e as Stripe does: {"error": {...}}, with the
+// documentation of its code.
 func errorResponse(e *apiError) fault.Response {
+	if e.Code != "" && e.DocURL == "" {
+		e.DocURL = docURLBase + strings.ReplaceAll(e.Code, "_", "-")
+	}
 	resp := fakehttp.JSON(e.httpStatus(), "", map[string]*apiError{"error": e})
 	if e.httpStatus() == http.StatusUnauthorized {
 		resp.Header.Set("WWW-Authenticate", `Basic realm="Stripe"`)

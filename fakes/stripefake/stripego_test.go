@@ -224,3 +224,71 @@ func TestStripeGoRetriesThroughFaults(t *testing.T) {
 		t.Fatalf("journal %+v, faults %v", journal, s.Faults.Log())
 	}
 }
+
+// The official client confirms, updates, captures and cancels
+// PaymentIntents and lists charges against the fake, and reads Stripe's
+// errors for a state that forbids the call.
+func TestStripeGoPaymentIntentRoutes(t *testing.T) {
+	t.Parallel()
+	s := start(t, nil)
+	sc := stripeClient(s, 0, nil)
+	ctx := context.Background()
+
+	p := createParams("route-1", 3000)
+	p.CaptureMethod = stripe.String(string(stripe.PaymentIntentCaptureMethodManual))
+	pi, err := sc.V1PaymentIntents.Create(ctx, p)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	up := &stripe.PaymentIntentUpdateParams{Amount: stripe.Int64(2500), Description: stripe.String("order 9"), PaymentMethod: stripe.String("pm_card_visa")}
+	up.AddMetadata("step", "updated")
+	if pi, err = sc.V1PaymentIntents.Update(ctx, pi.ID, up); err != nil || pi.Amount != 2500 || pi.Status != stripe.PaymentIntentStatusRequiresConfirmation || pi.Metadata["step"] != "updated" {
+		t.Fatalf("update: %+v, %v", pi, err)
+	}
+	conf := &stripe.PaymentIntentConfirmParams{ReturnURL: stripe.String("https://example.com/back")}
+	conf.SetIdempotencyKey("route-1-confirm")
+	if pi, err = sc.V1PaymentIntents.Confirm(ctx, pi.ID, conf); err != nil || pi.Status != stripe.PaymentIntentStatusRequiresCapture || pi.AmountCapturable != 2500 {
+		t.Fatalf("confirm: %+v, %v", pi, err)
+	}
+	capt := &stripe.PaymentIntentCaptureParams{AmountToCapture: stripe.Int64(2000)}
+	capt.AddExpand("latest_charge.balance_transaction")
+	if pi, err = sc.V1PaymentIntents.Capture(ctx, pi.ID, capt); err != nil || pi.Status != stripe.PaymentIntentStatusSucceeded || pi.AmountReceived != 2000 ||
+		pi.LatestCharge == nil || pi.LatestCharge.AmountCaptured != 2000 || pi.LatestCharge.BalanceTransaction == nil || pi.LatestCharge.BalanceTransaction.Net != 2000 {
+		t.Fatalf("capture: %+v, %v", pi, err)
+	}
+	_, err = sc.V1PaymentIntents.Cancel(ctx, pi.ID, nil)
+	var apiErr *stripe.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != stripe.ErrorCodePaymentIntentUnexpectedState || apiErr.DocURL == "" || apiErr.RequestLogURL == "" {
+		t.Fatalf("cancel of a succeeded intent: %v", err)
+	}
+
+	other, err := sc.V1PaymentIntents.Create(ctx, createParams("route-2", 800))
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	cancel := &stripe.PaymentIntentCancelParams{CancellationReason: stripe.String(string(stripe.PaymentIntentCancellationReasonAbandoned))}
+	if other, err = sc.V1PaymentIntents.Cancel(ctx, other.ID, cancel); err != nil || other.Status != stripe.PaymentIntentStatusCanceled || other.CanceledAt == 0 {
+		t.Fatalf("cancel: %+v, %v", other, err)
+	}
+
+	var charges []string
+	for ch, err := range sc.V1Charges.List(ctx, &stripe.ChargeListParams{PaymentIntent: stripe.String(pi.ID)}) {
+		if err != nil {
+			t.Fatalf("list charges: %v", err)
+		}
+		charges = append(charges, ch.ID)
+	}
+	if len(charges) != 1 || charges[0] != pi.LatestCharge.ID {
+		t.Fatalf("charges of %s = %v, want [%s]", pi.ID, charges, pi.LatestCharge.ID)
+	}
+	n := 0
+	for _, err := range sc.V1Charges.List(ctx, &stripe.ChargeListParams{ListParams: stripe.ListParams{Limit: stripe.Int64(1)}}) {
+		if err != nil {
+			t.Fatalf("list all charges: %v", err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("listed %d charges, want 1", n)
+	}
+}

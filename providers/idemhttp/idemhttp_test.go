@@ -6,10 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
@@ -197,5 +200,35 @@ func TestLookup(t *testing.T) {
 	}
 	if _, err := plain.Lookup(ctx, "k-1"); !errors.Is(err, providers.ErrNoLookup) {
 		t.Fatalf("no lookup: %v", err)
+	}
+}
+
+// Posts and lookups carry idemkit's User-Agent, or the one Config.Header
+// sets.
+func TestUserAgent(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	agents := map[string][]string{} // method → User-Agent of every attempt
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		agents[r.Method] = append(agents[r.Method], r.Header.Get("User-Agent"))
+		mu.Unlock()
+		w.Write([]byte(`{"id":"ord_1","object":"order"}`))
+	}))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	var o order
+	if _, err := newClient(srv.URL, &idemhttp.Config{LookupPath: "/v1/orders/by-key/{key}"}).Post(ctx, "k-1", "/v1/orders", book, &o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newClient(srv.URL, &idemhttp.Config{Header: http.Header{"User-Agent": {"shop/2"}}, LookupPath: "/v1/orders/by-key/{key}"}).Lookup(ctx, "k-1"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for method, want := range map[string]string{http.MethodPost: idemkit.UserAgent, http.MethodGet: "shop/2"} {
+		if got := agents[method]; len(got) == 0 || slices.ContainsFunc(got, func(ua string) bool { return ua != want }) {
+			t.Errorf("%s: User-Agent %q, want %q", method, got, want)
+		}
 	}
 }

@@ -114,27 +114,48 @@ func (s *PaymentIntents) Capabilities() providers.Capabilities {
 }
 
 // Lookup finds the PaymentIntent created with downstreamKey. It searches
-// metadata['idem_key'], which covers objects older than SearchLag, then
-// lists the PaymentIntents created in the last SearchLag + ClockSkew,
-// which the index may not show yet. It answers NotFound when both found
-// nothing and the list ended within MaxListPages, Inconclusive when the
-// list was cut: then only the search, once SearchLag has passed since the
-// last request with the key, can tell (see providers.Eventual).
+// metadata['idem_key'], which covers objects older than SearchLag, page
+// by page up to MaxSearchPages, then lists the PaymentIntents created in
+// the last SearchLag + ClockSkew, which the index may not show yet. It
+// answers NotFound only when the search and the list both ended within
+// their bounds, and Inconclusive when either was cut: then only the
+// search, once SearchLag has passed since the last request with the key,
+// can tell (see providers.Eventual).
 func (s *PaymentIntents) Lookup(ctx context.Context, downstreamKey string) (providers.LookupResult, error) {
 	// The window is reckoned before the search, so that an object the
 	// index has not shown yet is within it.
 	since := s.a.cfg.Clock().Add(-s.a.cfg.SearchLag - s.a.cfg.ClockSkew).Unix()
-	var page list[PaymentIntent]
-	q := url.Values{"query": {"metadata['" + MetadataKey + "']:'" + quote(downstreamKey) + "'"}, "limit": {"10"}}
-	if err := s.a.get(ctx, "/v1/payment_intents/search", q, &page); err != nil {
-		return providers.LookupResult{}, err
+	res, searched, err := s.search(ctx, downstreamKey)
+	if err != nil || res.Status == providers.Found {
+		return res, err
 	}
-	for _, pi := range page.Data {
-		if pi.key() == downstreamKey {
-			return found(pi), nil
+	res, err = scan[PaymentIntent](ctx, s.a, "/v1/payment_intents", url.Values{"created[gte]": {strconv.FormatInt(since, 10)}}, downstreamKey)
+	if err == nil && res.Status == providers.NotFound && !searched {
+		res.Status = providers.Inconclusive
+	}
+	return res, err
+}
+
+// search reads the search results for downstreamKey, following next_page
+// up to MaxSearchPages. complete is false when the bound cut the results.
+func (s *PaymentIntents) search(ctx context.Context, downstreamKey string) (res providers.LookupResult, complete bool, err error) {
+	q := url.Values{"query": {"metadata['" + MetadataKey + "']:'" + quote(downstreamKey) + "'"}, "limit": {strconv.Itoa(listPageSize)}}
+	for range s.a.cfg.MaxSearchPages {
+		var page list[PaymentIntent]
+		if err := s.a.get(ctx, "/v1/payment_intents/search", q, &page); err != nil {
+			return providers.LookupResult{}, false, err
 		}
+		for _, pi := range page.Data {
+			if pi.key() == downstreamKey {
+				return found(pi), true, nil
+			}
+		}
+		if !page.HasMore {
+			return providers.LookupResult{Status: providers.NotFound}, true, nil
+		}
+		q.Set("page", *page.NextPage)
 	}
-	return scan[PaymentIntent](ctx, s.a, "/v1/payment_intents", url.Values{"created[gte]": {strconv.FormatInt(since, 10)}}, downstreamKey)
+	return providers.LookupResult{Status: providers.Inconclusive}, false, nil
 }
 
 // quote escapes a value for a single-quoted search string.

@@ -11,10 +11,11 @@
 // Lookups cannot rely on Stripe's search alone: the search index lags
 // behind (under a minute normally, up to an hour during incidents), while
 // list endpoints are consistent. PaymentIntents.Lookup therefore searches
-// the metadata for objects older than the lag and lists, newest first, the
-// PaymentIntents created within the lag; Refunds, which cannot be searched,
-// are found by a bounded list scan. A lookup says NotFound only when both
-// leave no place unseen, and Inconclusive when a scan hit its bound.
+// the metadata for objects older than the lag, following next_page up to
+// MaxSearchPages, and lists, newest first, the PaymentIntents created
+// within the lag; Refunds, which cannot be searched, are found by a
+// bounded list scan. A lookup says NotFound only when both leave no place
+// unseen, and Inconclusive when a search or a scan hit its bound. Every request carries idemkit.UserAgent (the HTTP layer's).
 package stripe
 
 import (
@@ -43,10 +44,11 @@ const DedupWindow = 24 * time.Hour
 
 // Defaults of Config.
 const (
-	DefaultSearchLag    = time.Hour
-	DefaultClockSkew    = 5 * time.Minute
-	DefaultMaxListPages = 10
-	listPageSize        = 100
+	DefaultSearchLag      = time.Hour
+	DefaultClockSkew      = 5 * time.Minute
+	DefaultMaxListPages   = 10
+	DefaultMaxSearchPages = 10
+	listPageSize          = 100
 )
 
 // Sentinel errors in a failed request's chain (errors.Is); the error
@@ -83,6 +85,9 @@ type Config struct {
 	// MaxListPages bounds a lookup's list scan, in pages of 100 objects.
 	// Default DefaultMaxListPages.
 	MaxListPages int
+	// MaxSearchPages bounds how many pages of 100 search results a
+	// PaymentIntents lookup reads. Default DefaultMaxSearchPages.
+	MaxSearchPages int
 }
 
 // Client holds the adapters of one Stripe account.
@@ -111,6 +116,9 @@ func New(baseURL string, cfg *Config) *Client {
 	}
 	if c.MaxListPages <= 0 {
 		c.MaxListPages = DefaultMaxListPages
+	}
+	if c.MaxSearchPages <= 0 {
+		c.MaxSearchPages = DefaultMaxSearchPages
 	}
 	hc := c.HTTP
 	hc.Classify = chain(classify, hc.Classify)
@@ -162,11 +170,16 @@ func (a *api) get(ctx context.Context, path string, query url.Values, out any) e
 	return err
 }
 
-// setMetadata adds the caller's metadata; MetadataKey is the adapter's.
+// setMetadata adds the caller's metadata; MetadataKey is the adapter's,
+// and keys with square brackets, which Stripe refuses, are refused here
+// before anything is sent.
 func setMetadata(form url.Values, md map[string]string) error {
 	for k, v := range md {
 		if k == MetadataKey {
 			return fmt.Errorf("%w: metadata[%s] is reserved for the downstream key", providers.ErrInvalidRequest, MetadataKey)
+		}
+		if strings.ContainsAny(k, "[]") {
+			return fmt.Errorf("%w: metadata key %q contains [ or ], which Stripe refuses", providers.ErrInvalidRequest, k)
 		}
 		form.Set("metadata["+k+"]", v)
 	}
@@ -192,6 +205,9 @@ func (l *list[T]) Check() error {
 	}
 	if l.HasMore && len(l.Data) == 0 {
 		return errors.New("an empty page that has more")
+	}
+	if l.Object == "search_result" && l.HasMore && (l.NextPage == nil || *l.NextPage == "") {
+		return errors.New("a search page that has more without next_page")
 	}
 	return nil
 }

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
@@ -148,7 +150,7 @@ func TestRequestsAsStripeExpects(t *testing.T) {
 		}
 		if got.header.Get("Idempotency-Key") != want.header.Get("Idempotency-Key") ||
 			got.header.Get("Authorization") != "Bearer "+apiKey || got.header.Get("Stripe-Version") != stripe.APIVersion ||
-			got.header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+			got.header.Get("Content-Type") != "application/x-www-form-urlencoded" || got.header.Get("User-Agent") != idemkit.UserAgent {
 			t.Errorf("%s: headers %v", got.path, got.header)
 		}
 	}
@@ -241,6 +243,17 @@ func TestInvalidCallsSendNothing(t *testing.T) {
 	}
 	if _, err := sc.Refunds.Create(ctx, "k", stripe.RefundParams{PaymentIntent: "pi_1", Metadata: map[string]string{stripe.MetadataKey: "x"}}); !errors.Is(err, providers.ErrInvalidRequest) {
 		t.Fatalf("reserved metadata: %v", err)
+	}
+	for _, k := range []string{"items[0]", "a]b", "[x"} {
+		p = payment
+		p.Metadata = map[string]string{k: "v"}
+		_, err := sc.PaymentIntents.Create(ctx, "k-brackets", p)
+		if !errors.Is(err, providers.ErrInvalidRequest) || !strings.Contains(err.Error(), "[ or ]") || client.ClassOf(err) != client.ClassPermanent {
+			t.Fatalf("metadata key %q: %v", k, err)
+		}
+		if _, err := sc.Refunds.Create(ctx, "k-brackets", stripe.RefundParams{PaymentIntent: "pi_1", Metadata: map[string]string{k: "v"}}); !errors.Is(err, providers.ErrInvalidRequest) {
+			t.Fatalf("refund metadata key %q: %v", k, err)
+		}
 	}
 	// A parameter Stripe rejects is a permanent failure.
 	p = payment
@@ -374,4 +387,45 @@ func TestLookupFailureIsAnError(t *testing.T) {
 			t.Fatalf("%T: %+v, %v", a, res, err)
 		}
 	}
+}
+
+// The search is read page by page, up to MaxSearchPages: a match on a
+// later page is found, and a bound that cuts the results makes the lookup
+// inconclusive, never "not found". Stripe's exact match ignores case, so
+// objects carrying the key in another case fill the pages.
+func TestPaymentIntentLookupPagesSearch(t *testing.T) {
+	t.Parallel()
+	clock := adaptertest.NewClock(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
+	s := newFake(t, &stripefake.Config{Seed: 8, Clock: clock.Now})
+	ctx := context.Background()
+	target, err := newClient(s.URL, &stripe.Config{Clock: clock.Now}).PaymentIntents.Create(ctx, "page-key", stripe.PaymentIntentParams{Amount: 100, Currency: "usd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		form := url.Values{"amount": {"100"}, "currency": {"usd"}, "metadata[" + stripe.MetadataKey + "]": {"PAGE-KEY"}}
+		req, err := http.NewRequest(http.MethodPost, s.URL+"/v1/payment_intents", strings.NewReader(form.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("create: %d", resp.StatusCode)
+		}
+	}
+	// Past the lag and the skew, only the search can find them.
+	clock.Advance(2 * time.Hour)
+	cfg := func(pages int) *stripe.Config {
+		return &stripe.Config{Clock: clock.Now, SearchLag: time.Minute, ClockSkew: time.Second, MaxSearchPages: pages}
+	}
+	wantLookup(t, newClient(s.URL, cfg(1)).PaymentIntents, "page-key", providers.Inconclusive, "")
+	wantLookup(t, newClient(s.URL, cfg(2)).PaymentIntents, "page-key", providers.Found, target.ID)
+	wantLookup(t, newClient(s.URL, cfg(0)).PaymentIntents, "page-key", providers.Found, target.ID)
+	wantLookup(t, newClient(s.URL, cfg(1)).PaymentIntents, "page-key-absent", providers.NotFound, "")
 }
