@@ -96,3 +96,46 @@ func ExampleDefinite() {
 	// attempt 2: Done: charged order 7
 	// attempt 2: Already done earlier in this run: charged order 7. Do not repeat it.
 }
+
+// A tool reads its input with Bind: the values its key was made of, with
+// the identity normalized, and field names matched exactly.
+func ExampleInvocation_Bind() {
+	ctx := context.Background()
+	exec := client.New(ledgermem.New(nil), nil)
+	err := exec.Register(client.Tool{
+		Name: "refund_order",
+		Identity: []client.Field{
+			{Path: "paymentIntent", Norm: client.Trimmed},
+			{Path: "amount", Norm: client.Integer},
+		},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			var in struct {
+				PaymentIntent string `json:"paymentIntent"`
+				Amount        int64  `json:"amount"`
+				Reason        string `json:"reason"`
+			}
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err // permanent: nothing was done
+			}
+			return client.Effect{Summary: fmt.Sprintf("refunded %d cents of %s", in.Amount, in.PaymentIntent)}, nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, input := range []string{
+		`{"paymentIntent": "pi_1 ", "amount": "1000", "reason": "asked"}`,
+		`{"paymentIntent": "pi_2", "amount": 1000.0}`,
+		`{"paymentIntent": "pi_3", "amount": 1, "AMOUNT": 1000}`,
+	} {
+		res, err := exec.Execute(ctx, "run-1", client.Call{Tool: "refund_order", Input: json.RawMessage(input)})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Text)
+	}
+	// Output:
+	// Done: refunded 1000 cents of pi_1
+	// Done: refunded 1000 cents of pi_2
+	// refund_order: keys "amount" and "AMOUNT" in one JSON object differ only in case or Unicode normalization. Nothing was done.
+}

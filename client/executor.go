@@ -227,7 +227,7 @@ type run struct {
 
 func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID string, call Call) (Result, error) {
 	r := &run{e: e, t: t, id: id, inv: Invocation{
-		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key,
+		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key, args: id.args,
 	}}
 	res, err := r.do(ctx)
 	e.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "idemkit call",

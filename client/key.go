@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/big"
-	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/gowebpki/jcs"
 )
 
@@ -33,10 +33,20 @@ type identity struct {
 	fingerprint string
 	// described is "orderId 123, amount 10" for model-facing text.
 	described string
+	// args is the parsed input with every identity and validated field
+	// replaced by its normalized value, for Invocation.Bind.
+	args map[string]any
 }
 
-// ParseInput decodes a call's input: a JSON object of at most maxBytes,
-// with no duplicate keys. Numbers are kept as json.Number.
+// ParseInput decodes a call's input: a JSON object of at most maxBytes
+// that is I-JSON (RFC 7493, on which RFC 8785 rests): valid UTF-8, no
+// escaped lone surrogate ("\ud800" without its pair), no Unicode
+// noncharacter, and no two names in one object that are the same, or the
+// same after Unicode normalization (NFC) and simple case folding ("amount"
+// and "AMOUNT", "é" composed and decomposed). Two readers of such an input
+// cannot disagree about a field: encoding/json keeps the last of two equal
+// names, and matches struct fields without case. Numbers are kept as
+// json.Number. It runs in time linear in the input.
 func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxInputBytes
@@ -44,80 +54,125 @@ func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
 	if len(input) > maxBytes {
 		return nil, &InputError{Err: ErrTooLarge, Msg: fmt.Sprintf("input is %d bytes, the limit is %d", len(input), maxBytes)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(input))
-	dec.UseNumber()
-	var v any
-	err := dec.Decode(&v)
-	if err == nil && dec.InputOffset() < int64(len(input)) {
-		if _, extra := dec.Token(); extra != io.EOF {
+	// The decoder's own duplicate check is off: the name set of
+	// parser.object finds every duplicate it would, and one set per object
+	// is enough.
+	p := parser{dec: jsontext.NewDecoder(bytes.NewReader(input), jsontext.AllowDuplicateNames(true))}
+	v, err := p.value()
+	if err == nil {
+		if _, extra := p.dec.ReadToken(); extra != io.EOF {
 			err = errors.New("data after the top-level value")
 		}
 	}
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF
-	}
 	if err != nil {
-		return nil, &InputError{Err: ErrInvalidJSON, Msg: "invalid JSON: " + err.Error()}
+		return nil, invalidJSON(err)
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, &InputError{Err: ErrNotObject, Msg: "input must be a JSON object"}
 	}
-	if k, dup := duplicateKey(input); dup {
-		return nil, &InputError{Err: ErrDuplicateKey, Msg: fmt.Sprintf("duplicate key %q in a JSON object", k)}
-	}
 	return obj, nil
 }
 
-// duplicateKey reports the first object key that occurs twice in one
-// object of doc, which must be valid JSON. encoding/json would silently
-// keep the last one, so two readers of the same input could disagree
-// about a field. Keys compare after unescaping ("a" and "\u0061" are the
-// same key).
-func duplicateKey(doc []byte) (string, bool) {
-	type frame struct {
-		object    bool
-		expectKey bool
-		keys      []string // objects are small: a slice beats a map
+// invalidJSON returns err as an *InputError, saying where the input is
+// broken.
+func invalidJSON(err error) *InputError {
+	var ie *InputError
+	if errors.As(err, &ie) {
+		return ie
 	}
-	var stack []frame
-	for i := 0; i < len(doc); i++ {
-		switch doc[i] {
-		case '{':
-			stack = append(stack, frame{object: true, expectKey: true})
-		case '[':
-			stack = append(stack, frame{})
-		case '}', ']':
-			stack = stack[:len(stack)-1]
-		case ',':
-			if top := &stack[len(stack)-1]; top.object {
-				top.expectKey = true
+	var se *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &se):
+		err = fmt.Errorf("%w at byte %d", se.Err, se.ByteOffset)
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	}
+	return &InputError{Err: ErrInvalidJSON, Msg: "invalid JSON: " + err.Error()}
+}
+
+// parser builds the decoded value of an input from the tokens of a strict
+// jsontext.Decoder, which refuses invalid UTF-8 and lone surrogates.
+type parser struct {
+	dec *jsontext.Decoder
+}
+
+func (p *parser) value() (any, error) {
+	tok, err := p.dec.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	switch tok.Kind() {
+	case '{':
+		return p.object()
+	case '[':
+		arr := []any{}
+		for p.dec.PeekKind() != ']' {
+			v, err := p.value()
+			if err != nil {
+				return nil, err
 			}
-		case '"':
-			end, escaped := i+1, false
-			for ; doc[end] != '"'; end++ {
-				if doc[end] == '\\' {
-					end++
-					escaped = true
-				}
+			arr = append(arr, v)
+		}
+		_, err := p.dec.ReadToken()
+		return arr, err
+	case '"':
+		return text(tok.String())
+	case '0':
+		return json.Number(tok.String()), nil
+	case 't', 'f':
+		return tok.Bool(), nil
+	default: // 'n'
+		return nil, nil
+	}
+}
+
+// object reads the members of an object whose '{' was read. Its set holds
+// every name's folded NFC form, so a repeated name, or one that differs
+// only in case or normalization, is found in one lookup.
+func (p *parser) object() (map[string]any, error) {
+	obj := map[string]any{}
+	seen := map[string]string{} // folded NFC form -> name
+	for p.dec.PeekKind() != '}' {
+		tok, err := p.dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		name, err := text(tok.String())
+		if err != nil {
+			return nil, err
+		}
+		folded := foldNFC(name)
+		if first, dup := seen[folded]; dup {
+			msg := fmt.Sprintf("duplicate key %q in a JSON object", name)
+			if first != name {
+				msg = fmt.Sprintf("keys %q and %q in one JSON object differ only in case or Unicode normalization", first, name)
 			}
-			if len(stack) > 0 {
-				if top := &stack[len(stack)-1]; top.object && top.expectKey {
-					key := string(doc[i+1 : end])
-					if escaped {
-						_ = json.Unmarshal(doc[i:end+1], &key) // valid JSON: cannot fail
-					}
-					if slices.Contains(top.keys, key) {
-						return key, true
-					}
-					top.keys = append(top.keys, key)
-					top.expectKey = false
-				}
-			}
-			i = end
+			return nil, &InputError{Err: ErrDuplicateKey, Msg: msg}
+		}
+		seen[folded] = name
+		if obj[name], err = p.value(); err != nil {
+			return nil, err
 		}
 	}
-	return "", false
+	_, err := p.dec.ReadToken()
+	return obj, err
+}
+
+// text refuses a string that holds a Unicode noncharacter (U+FDD0 to
+// U+FDEF, and the last two code points of every plane), which I-JSON
+// forbids. They are encoded with a lead byte of 0xEF or more.
+func text(s string) (string, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0xEF {
+			continue
+		}
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		if 0xFDD0 <= r && r <= 0xFDEF || r&0xFFFE == 0xFFFE {
+			return "", &InputError{Err: ErrInvalidJSON, Msg: fmt.Sprintf("invalid JSON: the Unicode noncharacter %U", r)}
+		}
+	}
+	return s, nil
 }
 
 // lookup finds a dotted path in a decoded object.
@@ -136,74 +191,109 @@ func lookup(obj map[string]any, path string) (any, bool) {
 }
 
 // fieldValue extracts and normalizes one field. required: identity fields
-// must be present, non-null scalars.
-func fieldValue(tool string, obj map[string]any, f Field, required bool) (any, error) {
+// must be present, non-null scalars. present reports whether the field had
+// a value.
+func fieldValue(tool string, obj map[string]any, f Field, required bool) (v any, present bool, err error) {
 	v, ok := lookup(obj, f.Path)
 	if !ok || v == nil {
 		if required {
-			return nil, &InputError{Tool: tool, Field: f.Path, Err: ErrMissingField, Msg: "missing or null"}
+			return nil, false, &InputError{Tool: tool, Field: f.Path, Err: ErrMissingField, Msg: "missing or null"}
 		}
-		return nil, nil
+		return nil, false, nil
 	}
 	switch v.(type) {
 	case map[string]any, []any:
-		return nil, &InputError{Tool: tool, Field: f.Path, Err: ErrFieldType, Msg: "want a string, number or boolean, not an object or array"}
+		return nil, false, &InputError{Tool: tool, Field: f.Path, Err: ErrFieldType, Msg: "want a string, number or boolean, not an object or array"}
 	}
 	if f.Norm != nil {
 		n, err := f.Norm.Normalize(v)
 		if err != nil {
-			return nil, &InputError{Tool: tool, Field: f.Path, Err: ErrFieldType, Msg: err.Error()}
+			return nil, false, &InputError{Tool: tool, Field: f.Path, Err: ErrFieldType, Msg: err.Error()}
 		}
-		return n, nil
+		return n, true, nil
 	}
 	if num, ok := v.(json.Number); ok {
 		if err := exactDouble(num); err != nil {
-			return nil, &InputError{Tool: tool, Field: f.Path, Err: ErrUnsafeNumber, Msg: err.Error()}
+			return nil, false, &InputError{Tool: tool, Field: f.Path, Err: ErrUnsafeNumber, Msg: err.Error()}
 		}
 	}
-	return v, nil
+	return v, true, nil
 }
 
 // exactDouble rejects numbers that RFC 8785 would change: canonical JSON
-// represents a number by its IEEE double, so 9007199254740993 would hash
-// like 9007199254740992 and two different order ids would share a key.
-// A number passes when its shortest double form denotes the same value.
+// represents a number by the shortest decimal form of its IEEE double, so
+// 9007199254740993 would hash like 9007199254740992 and two different
+// order ids would share a key. A number passes when it has at most
+// MaxNumberDigits digits written out and is that shortest form's value
+// (10, 1e1, 10.0 and 0.1 pass; 9007199254740993 and 0.1000000000000000001
+// do not). Two different numbers that pass have different doubles.
 func exactDouble(n json.Number) error {
-	s := n.String()
-	if len(s) > maxNumberText {
-		return fmt.Errorf("number %.20s... is too long to hash exactly; declare the field with client.Integer or client.Decimal", s)
+	d, err := parseDecimal(n.String())
+	if err != nil {
+		return err
 	}
-	// No double has a decimal exponent beyond ±400 even with a 100-digit
-	// mantissa; refusing longer exponents also keeps big.Rat from
-	// expanding 1e-99999999 (which ParseFloat quietly rounds to 0).
-	if i := strings.IndexAny(s, "eE"); i >= 0 && len(strings.TrimLeft(s[i+1:], "+-0")) > 3 {
-		return fmt.Errorf("number %s is out of range", s)
-	}
-	f, err := strconv.ParseFloat(s, 64)
+	exact := d.String()
+	f, err := strconv.ParseFloat(exact, 64)
 	if err != nil || math.IsInf(f, 0) {
-		return fmt.Errorf("number %s is out of range", s)
+		return fmt.Errorf("number %s is out of range", n)
 	}
-	if strings.ContainsAny(s, ".eE") || math.Abs(f) >= 1<<53 {
-		exact, ok1 := new(big.Rat).SetString(s)
-		back, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
-		if !ok1 || !ok2 || exact.Cmp(back) != 0 {
-			return fmt.Errorf("number %s cannot be hashed exactly (beyond the 2^53 integer range of canonical JSON); declare the field with client.Integer or client.Decimal", s)
-		}
+	// The digits of a double's shortest form are at most 17: comparing
+	// them with d's needs no big arithmetic.
+	if short, err := parseDecimal(strconv.FormatFloat(f, 'e', -1, 64)); err != nil || short != d {
+		return fmt.Errorf("number %s is too large or too precise to be compared exactly (integers are exact up to 2^53)", n)
 	}
 	return nil
 }
 
+// bindValue is the value the tool binds for a field whose hashed value is
+// v: the number a key was derived from is bound in plain decimal (10.0 and
+// 1e1 without a normalizer both hash and bind as 10); Integer and Decimal
+// hash their number as exact decimal text and bind it as that number;
+// every other value is bound as it was hashed.
+func bindValue(f Field, v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if d, err := parseDecimal(x.String()); err == nil {
+			return json.Number(d.String())
+		}
+	case string:
+		if _, ok := f.Norm.(numberNormalizer); ok {
+			return json.Number(x)
+		}
+	}
+	return v
+}
+
+// setPath replaces the value at a dotted path that lookup found.
+func setPath(obj map[string]any, path string, v any) {
+	parts := strings.Split(path, ".")
+	for _, part := range parts[:len(parts)-1] {
+		obj = obj[part].(map[string]any)
+	}
+	obj[parts[len(parts)-1]] = v
+}
+
+// binding is a field's bound value at its path.
+type binding struct {
+	path  string
+	value any
+}
+
 // hashFields returns the hex sha256 of the canonical JSON of
-// [prefix..., [[path, value], ...]] and a human description of the fields.
-func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool) (string, string, error) {
+// [prefix..., [[path, value], ...]] and a human description of the fields,
+// and appends the bound value of every present field to *bound.
+func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) (string, string, error) {
 	pairs := make([]any, 0, len(fields))
 	var desc strings.Builder
 	for i, f := range fields {
-		v, err := fieldValue(tool, obj, f, required)
+		v, present, err := fieldValue(tool, obj, f, required)
 		if err != nil {
 			return "", "", err
 		}
 		pairs = append(pairs, []any{f.Path, v})
+		if present {
+			*bound = append(*bound, binding{f.Path, bindValue(f, v)})
+		}
 		if i > 0 {
 			desc.WriteString(", ")
 		}
@@ -263,13 +353,18 @@ func (t *Tool) identify(runID string, call Call, maxInputBytes int) (identity, e
 		return identity{}, err
 	}
 	var id identity
-	if id.key, id.described, err = hashFields([]any{scope, t.Name}, t.Name, obj, t.Identity, true); err != nil {
+	var bound []binding
+	if id.key, id.described, err = hashFields([]any{scope, t.Name}, t.Name, obj, t.Identity, true, &bound); err != nil {
 		return identity{}, err
 	}
 	if len(t.Validated) > 0 {
-		if id.fingerprint, _, err = hashFields([]any{t.Name}, t.Name, obj, t.Validated, false); err != nil {
+		if id.fingerprint, _, err = hashFields([]any{t.Name}, t.Name, obj, t.Validated, false, &bound); err != nil {
 			return identity{}, err
 		}
 	}
+	for _, b := range bound {
+		setPath(obj, b.path, b.value)
+	}
+	id.args = obj
 	return id, nil
 }

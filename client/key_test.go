@@ -4,10 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 func TestCanonicalizeRFC8785Vectors(t *testing.T) {
@@ -133,6 +141,10 @@ func TestKeyBigIntegersNeverCollide(t *testing.T) {
 		if !errors.Is(err, ErrUnsafeNumber) {
 			t.Errorf("%s: want ErrUnsafeNumber, got %v", in, err)
 		}
+		// The model reads this: it speaks of the number, not of the code.
+		if ie := new(InputError); errors.As(err, &ie) && strings.Contains(ie.Msg, "client.") {
+			t.Errorf("%s: developer advice in the model's text: %s", in, ie.Msg)
+		}
 	}
 	// Exactly representable numbers, even large ones, are fine.
 	key(t, exact, "r", `{"orderId":9007199254740992}`)
@@ -247,18 +259,27 @@ func TestKeyBadInput(t *testing.T) {
 }
 
 func FuzzKey(f *testing.F) {
-	for _, s := range []string{`{"a":1,"b":"x"}`, `{"a":{"b":[1,2]}}`, `{"a":9007199254740993}`, `[]`, `{"a":1,"a":2}`} {
+	for _, s := range []string{`{"a":1,"b":"x"}`, `{"a":{"b":[1,2]}}`, `{"a":9007199254740993}`, `[]`, `{"a":1,"a":2}`,
+		`{"a":"x","b":"10.50","c":" Σίσυφος "}`, `{"a":1,"A":2}`, "{\"a\":\"ord\xff\"}", `{"a":"\ud800"}`, `{"a":"\ud83d\ude00","c":"ſ"}`,
+		`{"a":"\uffff"}`, `{"a":0,"b":"0x2a"}`, `{"a":1e99,"b":1e-100}`, `{"a":"K","c":"\u212a"}`} {
 		f.Add([]byte(s))
 	}
-	tool := &Tool{Name: "t", Identity: []Field{{Path: "a"}}, Validated: []Field{{Path: "b", Norm: Decimal}}}
+	tool := &Tool{Name: "t", Identity: []Field{{Path: "a"}}, Validated: []Field{{Path: "b", Norm: Decimal}, {Path: "c", Norm: CaseFolded}}}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		k1, err := tool.Key("r", Call{Input: in}, 0)
+		id, err := tool.identify("r", Call{Input: in}, 0)
 		if err != nil {
 			var ie *InputError
 			if !errors.As(err, &ie) {
 				t.Fatalf("error is not an *InputError: %v", err)
 			}
+			// Valid JSON is refused as invalid only when it is not I-JSON.
+			if errors.Is(err, ErrInvalidJSON) && json.Valid(in) && iJSON(in) {
+				t.Fatalf("I-JSON refused as invalid: %v", err)
+			}
 			return
+		}
+		if !iJSON(in) {
+			t.Fatalf("accepted input that is not I-JSON (invalid UTF-8, a lone surrogate or a noncharacter)")
 		}
 		// A re-encoding of the same document (other key order and spacing)
 		// must give the same key.
@@ -269,14 +290,75 @@ func FuzzKey(f *testing.F) {
 			t.Fatalf("accepted input does not decode: %v", err)
 		}
 		again, _ := json.MarshalIndent(v, "", "  ")
-		k2, err := tool.Key("r", Call{Input: again}, 0)
-		if err != nil || k1 != k2 {
-			t.Fatalf("re-encoded input: key %s vs %s, err %v", k1, k2, err)
+		id2, err := tool.identify("r", Call{Input: again}, 0)
+		if err != nil || id.key != id2.key || id.fingerprint != id2.fingerprint {
+			t.Fatalf("re-encoded input: key %s vs %s, err %v", id.key, id2.key, err)
+		}
+		// What the tool binds is what the key was made of: as an input, it
+		// gives the same key and fingerprint.
+		bound, err := json.Marshal(id.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id3, err := tool.identify("r", Call{Input: bound}, 0)
+		if err != nil || id.key != id3.key || id.fingerprint != id3.fingerprint {
+			t.Fatalf("bound values %s: key %s vs %s, err %v", bound, id.key, id3.key, err)
 		}
 	})
 }
 
-// referenceDuplicate finds a duplicate key by walking the decoder's tokens.
+// iJSON is an independent check that a valid JSON document is I-JSON:
+// valid UTF-8, no escaped lone surrogate, no noncharacter.
+func iJSON(doc []byte) bool {
+	if !utf8.Valid(doc) {
+		return false
+	}
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(doc) || doc[i] != '\\' || doc[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(doc[i+2:i+6]), 16, 32)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(doc); i++ {
+		if doc[i] != '\\' { // valid JSON: a backslash is always in a string
+			continue
+		}
+		r, ok := hex4(i)
+		switch {
+		case !ok: // another escape: skip the escaped character
+			i++
+			continue
+		case 0xD800 <= r && r < 0xDC00:
+			lo, ok := hex4(i + 6)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return false
+			}
+			r = utf16.DecodeRune(r, lo)
+			i += 6
+		case 0xDC00 <= r && r <= 0xDFFF:
+			return false
+		}
+		if isNoncharacter(r) {
+			return false
+		}
+		i += 5
+	}
+	for _, r := range string(doc) {
+		if isNoncharacter(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNoncharacter(r rune) bool {
+	return unicode.Is(unicode.Noncharacter_Code_Point, r)
+}
+
+// referenceDuplicate finds names that collide in one object (equal after
+// NFC and case folding) by walking the decoder's tokens and comparing every
+// pair.
 func referenceDuplicate(doc []byte) (bool, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
@@ -290,17 +372,19 @@ func referenceDuplicate(doc []byte) (bool, error) {
 		if !ok {
 			return false, nil
 		}
-		seen := map[string]bool{}
+		var names []string
 		for dec.More() {
 			if d == '{' {
 				k, err := dec.Token()
 				if err != nil {
 					return false, err
 				}
-				if seen[k.(string)] {
-					return true, nil
+				for _, n := range names {
+					if foldNFC(n) == foldNFC(k.(string)) {
+						return true, nil
+					}
 				}
-				seen[k.(string)] = true
+				names = append(names, k.(string))
 			}
 			if dup, err := walk(); dup || err != nil {
 				return dup, err
@@ -324,6 +408,18 @@ func TestDuplicateKeys(t *testing.T) {
 		`{"é":1,"\u00e9":2}`:                true,
 		`{"a\"b":1,"a\u0022b":2}`:           true,
 		`{"ab":1,"a":{"b":1},"b":{"ab":1}}`: false,
+		// Names that differ only in case, or in Unicode normalization.
+		`{"paymentIntent":"pi_1","amount":1,"AMOUNT":1000}`: true,
+		`{"amount":1,"Amount":2}`:                           true,
+		`{"c":{"id":1,"ID":2}}`:                             true,
+		`{"caf\u00e9":1,"cafe\u0301":2}`:                    true, // NFC and NFD
+		`{"CAF\u00c9":1,"cafe\u0301":2}`:                    true,
+		`{"k":1,"\u212a":2}`:                                true, // Kelvin sign
+		`{"σ":1,"ς":2}`:                                     true,
+		`{"s":1,"ſ":2}`:                                     true,
+		`{"ss":1,"ß":2}`:                                    false, // full folding only
+		`{"i":1,"ı":2}`:                                     false, // Turkic
+		`{"amount":1,"c":{"AMOUNT":2}}`:                     false, // other objects
 	} {
 		_, err := ParseInput([]byte(in), 0)
 		if got := errors.Is(err, ErrDuplicateKey); got != dup {
@@ -336,20 +432,282 @@ func TestDuplicateKeys(t *testing.T) {
 }
 
 func FuzzDuplicateKey(f *testing.F) {
-	for _, s := range []string{`{"a":1,"\u0061":2}`, `{"a":[{"b":1},{"b":2}]}`, `{"a":"}{\"a\":","a":{}}`, `[{"x":1,"x":1}]`} {
+	for _, s := range []string{`{"a":1,"\u0061":2}`, `{"a":[{"b":1},{"b":2}]}`, `{"a":"}{\"a\":","a":{}}`, `[{"x":1,"x":1}]`,
+		`{"a":1,"A":2}`, `{"é":1,"e\u0301":2}`, `{"ς":{"Σ":1}}`, `{"K":1,"k":{"\u212a":1}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		if !json.Valid(in) {
+		if !json.Valid(in) || !iJSON(in) {
 			return
 		}
-		_, got := duplicateKey(in)
-		want, err := referenceDuplicate(in)
-		if err != nil {
-			t.Fatalf("reference failed on valid JSON: %v", err)
+		_, err := ParseInput(in, len(in))
+		got := errors.Is(err, ErrDuplicateKey)
+		want, rerr := referenceDuplicate(in)
+		if rerr != nil {
+			t.Fatalf("reference failed on valid JSON: %v", rerr)
 		}
 		if got != want {
-			t.Fatalf("%q: duplicateKey %v, reference %v", in, got, want)
+			t.Fatalf("%q: ParseInput %v, reference %v", in, err, want)
 		}
 	})
+}
+
+// manyKeys is an object of n distinct short names.
+func manyKeys(n int) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:0", strconv.FormatInt(int64(i), 36))
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// The duplicate check keeps one set per object: an input of 110,000 names
+// is parsed in one pass (the check used to compare every pair, about 6e9
+// comparisons here).
+func TestParseInputManyKeys(t *testing.T) {
+	t.Parallel()
+	const n = 110_000
+	doc := manyKeys(n)
+	if len(doc) > DefaultMaxInputBytes {
+		t.Fatalf("the document is %d bytes, over the default limit", len(doc))
+	}
+	obj, err := ParseInput(doc, 0)
+	if err != nil || len(obj) != n {
+		t.Fatalf("%d names: got %d, err %v", n, len(obj), err)
+	}
+	for name, want := range map[string]string{"zz": `"ZZ":1`, "0": `"0":1`, "2bi4": `"2BI4":1`} {
+		bad := slices.Concat(doc[:len(doc)-1], []byte(","+want+"}"))
+		_, err := ParseInput(bad, 2*len(bad))
+		var ie *InputError
+		if !errors.Is(err, ErrDuplicateKey) || !errors.As(err, &ie) || !strings.Contains(ie.Msg, strconv.Quote(name)) {
+			t.Errorf("a last name %s colliding with %q: %v", want, name, err)
+		}
+	}
+}
+
+// BenchmarkParseInputManyKeys parses a 1 MiB object of 110,000 names:
+// linear, it takes about a tenth of a second; the pairwise duplicate check
+// it replaced took 16 to 23 seconds.
+func BenchmarkParseInputManyKeys(b *testing.B) {
+	doc := manyKeys(110_000)
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if _, err := ParseInput(doc, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestInvalidUnicodeRefused(t *testing.T) {
+	t.Parallel()
+	tool := &Tool{Name: "ship", Identity: []Field{{Path: "orderId", Norm: String}}}
+	for _, in := range []string{
+		"{\"orderId\":\"ord\xff\"}",
+		"{\"orderId\":\"ord\xfe\"}",
+		"{\"orderId\":\"ord\xc3\"}",            // a truncated sequence
+		"{\"orderId\":\"ord\xed\xa0\x80\"}",    // a surrogate encoded in UTF-8
+		`{"orderId":"ord\ud800"}`,              // lone high surrogate
+		`{"orderId":"ord\udc00"}`,              // lone low surrogate
+		`{"orderId":"ord\ud800\u0041"}`,        // high surrogate, then no low one
+		`{"orderId":"ord\udc00\ud800"}`,        // reversed pair
+		`{"orderId":"o","note":"\ud800"}`,      // outside the identity
+		`{"orderId":"o","x":[{"y":"\udfff"}]}`, // nested
+		"{\"orderId\":\"o\",\"n\xffote\":1}",   // in a name
+		`{"orderId":"o","\ud800":1}`,           // escaped, in a name
+		`{"orderId":"ord\uffff"}`,              // noncharacters
+		`{"orderId":"ord\ufdd0"}`,              //
+		"{\"orderId\":\"ord\U0010FFFE\"}",      //
+		`{"orderId":"ord\udbff\udfff"}`,        // U+10FFFF, escaped
+	} {
+		_, err := tool.Key("r", Call{Input: json.RawMessage(in)}, 0)
+		if !errors.Is(err, ErrInvalidJSON) {
+			t.Errorf("%q: want ErrInvalidJSON, got %v", in, err)
+		}
+	}
+	// U+FFFD itself, written or escaped, and valid pairs are text.
+	a := key(t, tool, "r", "{\"orderId\":\"ord\uFFFD\"}")
+	if key(t, tool, "r", `{"orderId":"ord\ufffd"}`) != a {
+		t.Error("U+FFFD written and escaped differ")
+	}
+	if key(t, tool, "r", `{"orderId":"ord\ud83d\ude00"}`) != key(t, tool, "r", `{"orderId":"ord😀"}`) {
+		t.Error("an escaped surrogate pair differs from its character")
+	}
+}
+
+// Every rune is folded to a member of its strings.EqualFold class, the
+// same member for the whole class: folded strings are equal exactly when
+// EqualFold says so.
+func TestSimpleFoldIsEqualFold(t *testing.T) {
+	t.Parallel()
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if utf16.IsSurrogate(r) {
+			continue
+		}
+		f := simpleFold(r)
+		if !strings.EqualFold(string(r), string(f)) {
+			t.Fatalf("%U folds to %U, outside its case class", r, f)
+		}
+		for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
+			if simpleFold(o) != f {
+				t.Fatalf("%U and %U are one case class but fold to %U and %U", r, o, f, simpleFold(o))
+			}
+		}
+	}
+}
+
+func TestCaseFoldedUnicode(t *testing.T) {
+	t.Parallel()
+	for _, norm := range []Normalizer{CaseFolded, Email} {
+		tool := &Tool{Name: "invite", Identity: []Field{{Path: "v", Norm: norm}}}
+		k := func(v string) string {
+			t.Helper()
+			b, _ := json.Marshal(v)
+			return key(t, tool, "r", `{"v":`+string(b)+`}`)
+		}
+		same := [][]string{
+			{"σίσυφος@x", "ΣΊΣΥΦΟΣ@X", "ΣΊΣΥΦΟς@x"}, // final sigma
+			{"s@x", "ſ@x", "S@X"},                                // long s
+			{"μ@x", "µ@x", "Μ@x"},                                // micro sign
+			{"k@x", "\u212a@x", "K@x"},                           // Kelvin sign
+			{"straße@x", "STRAẞE@x"},                             // capital sharp s
+			{"café@x", "cafe\u0301@x", "CAFE\u0301@X", "CAFÉ@x"}, // NFC and NFD
+			{"\u212b@x", "å@x", "A\u030a@x"},                     // Angstrom sign
+		}
+		for _, group := range same {
+			for _, v := range group[1:] {
+				if k(v) != k(group[0]) {
+					t.Errorf("%T: %q and %q differ", norm, group[0], v)
+				}
+			}
+		}
+		for _, pair := range [][2]string{{"ss@x", "ß@x"}, {"i@x", "ı@x"}, {"i@x", "İ@x"}, {"a@x", "b@x"}} {
+			if k(pair[0]) == k(pair[1]) {
+				t.Errorf("%T: %q and %q share a key", norm, pair[0], pair[1])
+			}
+		}
+	}
+	// String and Trimmed compare code points: NFC and NFD differ.
+	for _, norm := range []Normalizer{String, Trimmed} {
+		a, _ := norm.Normalize("caf\u00e9")
+		b, _ := norm.Normalize("cafe\u0301")
+		if a == b {
+			t.Errorf("%T treats NFC and NFD alike", norm)
+		}
+	}
+	// Folded values are stable: folding again changes nothing.
+	for _, s := range []string{"ΣΊΣΥΦΟΣ", "ǅ", "ᾼ", "\u0345", "Å", "ﬀ"} {
+		if f := foldNFC(s); foldNFC(f) != f {
+			t.Errorf("%q folds to %q, which folds to %q", s, f, foldNFC(f))
+		}
+	}
+}
+
+func FuzzFold(f *testing.F) {
+	f.Add("ΣΊΣΥΦΟΣ", "σίσυφος")
+	f.Add("cafe\u0301", "CAFÉ")
+	f.Add("\u212a", "k")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if !utf8.ValidString(a) || !utf8.ValidString(b) {
+			return
+		}
+		fa, fb := foldNFC(a), foldNFC(b)
+		if strings.EqualFold(norm.NFC.String(a), norm.NFC.String(b)) && fa != fb {
+			t.Fatalf("%q and %q are equal without case but fold to %q and %q", a, b, fa, fb)
+		}
+		if norm.NFC.String(a) == norm.NFC.String(b) && fa != fb {
+			t.Fatalf("%q and %q have one NFC form but fold to %q and %q", a, b, fa, fb)
+		}
+		if foldNFC(fa) != fa {
+			t.Fatalf("%q folds to %q, which folds to %q", a, fa, foldNFC(fa))
+		}
+	})
+}
+
+// Integer and Decimal take plain decimal notation only, and the same limit
+// of MaxNumberDigits digits applies whatever the form, as it does to
+// numbers without a normalizer.
+func TestNumberForms(t *testing.T) {
+	t.Parallel()
+	for _, nm := range []Normalizer{Integer, Decimal} {
+		for _, bad := range []string{"0b101010", "0B101010", "0o52", "0x2a", "0X2A", "052o", "4_2", "1_000", "0x1p-2", "Inf", "-Inf",
+			"NaN", "١٢", "４２", ".5", "5.", "1/2", "", "+", "-", "1e", "1e+", "--1", "+-1", "1 2", "42L", "1e1.5", "1,000"} {
+			if v, err := nm.Normalize(bad); err == nil {
+				t.Errorf("%q: accepted as %v", bad, v)
+			}
+		}
+	}
+	nines := strings.Repeat("9", MaxNumberDigits)
+	one100 := "1" + strings.Repeat("0", MaxNumberDigits) // MaxNumberDigits+1 digits
+	within := []string{nines, "-" + nines, "1e99", "1E+99", "0.1e100", "10e98", "1" + strings.Repeat("0", 99), "0001e99",
+		"1" + strings.Repeat("0", 99) + ".000", strings.Repeat("0", 500) + "7"}
+	beyond := []string{"1" + nines, one100, "1e100", "10e99", "0.1e101", one100 + ".0", "1e1000000000", "1e99999999999999999999"}
+	fracWithin := []string{"1e-100", "0." + strings.Repeat("0", 99) + "1", "0.5" + strings.Repeat("0", 1000), "1.5e-99"}
+	fracBeyond := []string{"1e-101", "0." + strings.Repeat("0", 100) + "1", "1." + strings.Repeat("1", 100), "-1e-99999999"}
+	for _, s := range within {
+		for _, nm := range []Normalizer{Integer, Decimal} {
+			if _, err := nm.Normalize(s); err != nil {
+				t.Errorf("%.30s (%d bytes): %v", s, len(s), err)
+			}
+			if _, err := nm.Normalize(json.Number(s)); err != nil && s[0] != '0' {
+				t.Errorf("%.30s as a JSON number: %v", s, err)
+			}
+		}
+	}
+	for _, s := range fracWithin {
+		if _, err := Decimal.Normalize(s); err != nil {
+			t.Errorf("Decimal %.30s: %v", s, err)
+		}
+	}
+	for _, s := range append(beyond, fracBeyond...) {
+		for _, nm := range []Normalizer{Integer, Decimal} {
+			if _, err := nm.Normalize(s); err == nil {
+				t.Errorf("%.30s (%d bytes): accepted", s, len(s))
+			}
+		}
+	}
+	// Without a normalizer, the same limit (before the double's own).
+	exact := &Tool{Name: "ship", Identity: []Field{{Path: "orderId"}}}
+	for _, s := range []string{"1e100", one100, "1e-101", "1" + strings.Repeat("0", 101) + ".0e-1"} {
+		if _, err := exact.Key("r", Call{Input: json.RawMessage(`{"orderId":` + s + `}`)}, 0); !errors.Is(err, ErrUnsafeNumber) {
+			t.Errorf("%.30s without a normalizer: %v", s, err)
+		}
+	}
+	if key(t, exact, "r", `{"orderId":1e22}`) != key(t, exact, "r", `{"orderId":10000000000000000000000.000}`) {
+		t.Error("1e22 written out differs")
+	}
+	// The exact text is hashed and bound.
+	for in, want := range map[string]string{"1e3": "1000", "-0.0": "0", "+042": "42", "4.20e1": "42", "1e99": "1" + strings.Repeat("0", 99)} {
+		if got, err := Integer.Normalize(in); err != nil || got != want {
+			t.Errorf("Integer(%s) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{"10.00": "10", "-0.0150": "-0.015", "1e-3": "0.001", "12.5e1": "125", "0e7": "0", "1.5e-99": "0." + strings.Repeat("0", 98) + "15"} {
+		if got, err := Decimal.Normalize(in); err != nil || got != want {
+			t.Errorf("Decimal(%s) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+}
+
+// Keys are stored in ledgers: the same call must keep its key across
+// releases. These were derived before the number and folding rules were
+// rewritten.
+func TestKeyStable(t *testing.T) {
+	t.Parallel()
+	tool := &Tool{Name: "refund_order", Identity: []Field{
+		{Path: "orderId", Norm: Integer}, {Path: "amount", Norm: Decimal},
+		{Path: "email", Norm: Email}, {Path: "code", Norm: CaseFolded},
+		{Path: "ticket", Norm: String}, {Path: "ref", Norm: Trimmed}, {Path: "raw"}}}
+	for in, want := range map[string]string{
+		`{"orderId":7,"amount":"10.00","email":" Ada@Example.com","code":"Ticket-7","ticket":42,"ref":" r1 ","raw":10.5}`: "f3f0f6e16cf0fda06c25d0a349fb9720e50ed2f801170054e149b67f61c64c0d",
+		`{"orderId":"-9007199254740993","amount":-0.015,"email":"a@b.c","code":"x","ticket":"t","ref":"r","raw":"s"}`:     "241c5f544e0d679b04fc02fca3b44be4301d5e1adc21959cd71b475e364f7545",
+	} {
+		if got := key(t, tool, "run-1", in); got != want {
+			t.Errorf("%s: key %s, want %s", in, got, want)
+		}
+	}
 }

@@ -3,8 +3,12 @@ package client
 import (
 	"encoding/json"
 	"errors"
-	"math/big"
+	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // A Normalizer maps the value of an identity or validated field to the
@@ -12,7 +16,8 @@ import (
 // (42 vs "42", 10 vs "10.00", "A@B.com " vs "a@b.com") is still the same
 // action. The input is the decoded JSON value: nil, bool, string or
 // json.Number (objects and arrays never reach it). It returns a JSON
-// scalar, or an error saying why the value is unusable.
+// scalar, or an error saying why the value is unusable. The tool sees the
+// returned value, not the model's, through Invocation.Bind.
 type Normalizer interface {
 	Normalize(v any) (any, error)
 }
@@ -26,7 +31,10 @@ func (f NormalizerFunc) Normalize(v any) (any, error) { return f(v) }
 var errNotScalarText = errors.New("want a string or a number")
 
 // String accepts a string, or a number or boolean written as its JSON
-// text, and hashes the string: "42" and 42 are the same.
+// text, and hashes the string: "42" and 42 are the same. The string is
+// compared code point by code point, as an opaque id: a precomposed "é"
+// (NFC, U+00E9) and "e" followed by a combining accent (NFD, U+0065
+// U+0301) are different values. CaseFolded and Email treat them alike.
 var String Normalizer = NormalizerFunc(func(v any) (any, error) {
 	switch x := v.(type) {
 	case string:
@@ -42,7 +50,8 @@ var String Normalizer = NormalizerFunc(func(v any) (any, error) {
 	return nil, errNotScalarText
 })
 
-// Trimmed is String with leading and trailing white space removed.
+// Trimmed is String with leading and trailing white space removed. Like
+// String, it keeps the code points as they are (no Unicode normalization).
 var Trimmed Normalizer = NormalizerFunc(func(v any) (any, error) {
 	s, err := String.Normalize(v)
 	if err != nil {
@@ -51,14 +60,21 @@ var Trimmed Normalizer = NormalizerFunc(func(v any) (any, error) {
 	return strings.TrimSpace(s.(string)), nil
 })
 
-// CaseFolded is Trimmed and lower-cased (Unicode simple folding), for
-// handles and codes that are compared without case.
+// CaseFolded is Trimmed, in Unicode normalization form C, and case-folded
+// with Unicode simple case folding as strings.EqualFold applies it, for
+// handles and codes that are compared without case. Values whose NFC forms
+// strings.EqualFold reports equal are the same: "Straße" and "STRAẞE",
+// "ΣΊΣΥΦΟΣ" and "σίσυφος" (final sigma included), "ſ" and "s", the micro
+// sign and "μ", the Kelvin sign and "k", and "é" composed (NFC) or
+// decomposed (NFD). Full folding is not applied ("ß" and "ss" differ), nor
+// Turkic folding ("ı" and "i" differ). The hashed and bound value is the
+// folded text in NFC, lower case for every script but Cherokee.
 var CaseFolded Normalizer = NormalizerFunc(func(v any) (any, error) {
 	s, err := Trimmed.Normalize(v)
 	if err != nil {
 		return nil, err
 	}
-	return strings.ToLower(s.(string)), nil
+	return foldNFC(s.(string)), nil
 })
 
 // Email is CaseFolded for an address that must contain one "@" with text
@@ -76,37 +92,80 @@ var Email Normalizer = NormalizerFunc(func(v any) (any, error) {
 	return e, nil
 })
 
-// Integer accepts a JSON integer or a string holding one ("42", " 42",
-// 42.0, "4.2e1"), of any size, and hashes its exact decimal text, so
-// 9007199254740993 and 9007199254740992 stay different.
-var Integer Normalizer = NormalizerFunc(func(v any) (any, error) {
-	r, err := rational(v)
-	if err != nil {
-		return nil, err
+// foldNFC returns s in NFC with every code point replaced by its simple
+// case folding, again in NFC (a folded string may not be in NFC):
+// foldNFC(a) == foldNFC(b) when strings.EqualFold(NFC(a), NFC(b)).
+func foldNFC(s string) string {
+	if ascii, upper := asciiCase(s); ascii {
+		if !upper {
+			return s
+		}
+		return strings.ToLower(s)
 	}
-	if !r.IsInt() {
-		return nil, errors.New("want an integer")
+	return norm.NFC.String(strings.Map(simpleFold, norm.NFC.String(s)))
+}
+
+// asciiCase reports whether s is ASCII and whether it has an upper-case
+// letter. ASCII text is its own NFC form and folds to lower case.
+func asciiCase(s string) (ascii, upper bool) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= utf8.RuneSelf:
+			return false, false
+		case 'A' <= c && c <= 'Z':
+			upper = true
+		}
 	}
-	return r.Num().String(), nil
-})
+	return true, upper
+}
 
-// Decimal accepts a JSON number or a string holding one ("10", 10.0,
-// "10.00", "1e1") and hashes its exact value in shortest decimal form, so
-// amounts the model writes differently are the same while 10.01 and 10.1
-// differ. Values with no finite decimal form are rejected.
-var Decimal Normalizer = NormalizerFunc(func(v any) (any, error) {
-	r, err := rational(v)
-	if err != nil {
-		return nil, err
+// simpleFold maps r to one member of its unicode.SimpleFold orbit (the set
+// of runes strings.EqualFold treats as equal to it), the same member for
+// the whole orbit; TestSimpleFoldIsEqualFold checks every rune. The member
+// is ToLower(ToUpper(r)), which for runes with case variants is also the
+// simple folding of Unicode's CaseFolding.txt, except for Cherokee letters
+// (folded to lower case here, to upper case there). A rune without case
+// variants is its own folding.
+func simpleFold(r rune) rune {
+	if unicode.SimpleFold(r) == r {
+		return r
 	}
-	return decimalString(r), nil
-})
+	return unicode.ToLower(unicode.ToUpper(r))
+}
 
-// maxNumberText bounds the numbers Integer and Decimal parse, so that
-// "1e1000000000" cannot make big.Rat allocate gigabytes.
-const maxNumberText = 100
+// MaxNumberDigits bounds every number an identity or validated field may
+// hold, whatever its form and normalizer: written out in plain decimal
+// (no exponent, no leading zeros before the point or trailing zeros after
+// it), it has at most this many digits. 1e99 and 99 nines pass; 1e100 (a
+// 1 followed by 100 zeros) and 1e-101 do not, written in any form. The
+// bound keeps hashing cheap: "1e1000000000" is refused before any
+// arithmetic, not expanded.
+const MaxNumberDigits = 100
 
-func rational(v any) (*big.Rat, error) {
+// Integer accepts a JSON integer or a string holding one in plain decimal
+// ("42", " 42", "+42", "042", 42.0, "4.2e1"), and hashes its exact decimal
+// text, so 9007199254740993 and 9007199254740992 stay different. Up to
+// MaxNumberDigits digits it is exact; larger integers are refused. Other
+// notations ("0x2a", "0b101010", "0o52", "4_2", "½") are refused: no model
+// means them. The tool binds the value as a JSON number (1000, whether the
+// model sent 1000, "1000" or 1e3) into any integer type or big.Int.
+var Integer Normalizer = numberNormalizer{integer: true}
+
+// Decimal accepts a JSON number or a string holding one in plain decimal
+// ("10", 10.0, "10.00", "1e1", "-0.5"), and hashes its exact value in
+// shortest decimal form, so amounts the model writes differently are the
+// same while 10.01 and 10.1 differ. Its limits and refused notations are
+// Integer's. The tool binds the value as a JSON number in shortest form
+// ("10.00" arrives as 10, "1e-1" as 0.1).
+var Decimal Normalizer = numberNormalizer{}
+
+// numberNormalizer is Integer or Decimal. It hashes the number's exact
+// decimal text as a JSON string (canonical JSON would round a number to a
+// double), and Invocation.Bind hands the tool that text as a JSON number.
+type numberNormalizer struct{ integer bool }
+
+// Normalize returns the exact decimal text of v.
+func (n numberNormalizer) Normalize(v any) (any, error) {
 	var s string
 	switch x := v.(type) {
 	case json.Number:
@@ -116,42 +175,139 @@ func rational(v any) (*big.Rat, error) {
 	default:
 		return nil, errors.New("want a number")
 	}
-	if len(s) > maxNumberText || strings.ContainsAny(s, "/_xXpP") || s == "" {
-		return nil, errors.New("want a number")
+	d, err := parseDecimal(s)
+	if err != nil {
+		return nil, err
 	}
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		exp := strings.TrimLeft(s[i+1:], "+-0")
-		if len(exp) > 3 { // |exponent| < 1000
-			return nil, errors.New("number out of range")
-		}
+	if n.integer && d.exp < 0 {
+		return nil, errors.New("want an integer")
 	}
-	r, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return nil, errors.New("want a number")
-	}
-	return r, nil
+	return d.String(), nil
 }
 
-// decimalString renders r exactly in shortest decimal form. A decimal
-// literal's reduced denominator is 2^a * 5^b, which needs max(a, b)
-// fractional digits.
-func decimalString(r *big.Rat) string {
-	if r.IsInt() {
-		return r.Num().String()
+// decimal is ±digits × 10^exp, with digits free of leading and trailing
+// zeros ("" for zero, whose exp and neg are then 0 and false).
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int
+}
+
+// maxExponent saturates exponents while parsing: anything beyond it is out
+// of range whatever the digits (a number has at most MaxInputBytes of
+// them).
+const maxExponent = 1 << 30
+
+// parseDecimal parses the plain decimal form of a number: an optional sign,
+// one or more digits, an optional fraction of one or more digits, an
+// optional exponent (e or E, an optional sign, one or more digits). It
+// refuses every other form and values beyond MaxNumberDigits.
+func parseDecimal(s string) (decimal, error) {
+	var d decimal
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		d.neg = s[i] == '-'
+		i++
 	}
-	d := new(big.Int).Set(r.Denom())
-	var a, b int
-	two, five, m := big.NewInt(2), big.NewInt(5), new(big.Int)
-	for m.Mod(d, two).Sign() == 0 {
-		d.Quo(d, two)
-		a++
+	intStart := i
+	for i < len(s) && isDigit(s[i]) {
+		i++
 	}
-	for m.Mod(d, five).Sign() == 0 {
-		d.Quo(d, five)
-		b++
+	intPart := s[intStart:i]
+	var frac string
+	if i < len(s) && s[i] == '.' {
+		i++
+		start := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if frac = s[start:i]; frac == "" {
+			return decimal{}, errNotDecimal
+		}
 	}
-	if d.Cmp(big.NewInt(1)) != 0 { // not a decimal fraction; unreachable from a literal
-		return r.String()
+	if intPart == "" {
+		return decimal{}, errNotDecimal
 	}
-	return r.FloatString(max(a, b))
+	exp := 0
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		negExp := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			negExp = s[i] == '-'
+			i++
+		}
+		start := i
+		for ; i < len(s) && isDigit(s[i]); i++ {
+			exp = min(exp*10+int(s[i]-'0'), maxExponent)
+		}
+		if i == start {
+			return decimal{}, errNotDecimal
+		}
+		if negExp {
+			exp = -exp
+		}
+	}
+	if i != len(s) {
+		return decimal{}, errNotDecimal
+	}
+	// digits × 10^exp, with the fraction's digits moved into the mantissa.
+	mant := strings.TrimLeft(intPart+frac, "0")
+	if mant == "" {
+		return decimal{}, nil // zero, with any sign and exponent
+	}
+	exp -= len(frac)
+	trimmed := strings.TrimRight(mant, "0")
+	exp += len(mant) - len(trimmed)
+	d.digits, d.exp = trimmed, exp
+	if d.plainDigits() > MaxNumberDigits {
+		return decimal{}, errNumberRange
+	}
+	return d, nil
+}
+
+var (
+	errNotDecimal  = errors.New("want a number in plain decimal notation")
+	errNumberRange = fmt.Errorf("number out of range: more than %d digits written out", MaxNumberDigits)
+)
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// plainDigits counts the digits of d written out without an exponent,
+// leading zeros before the point or trailing zeros after it: 1500 has 4,
+// 0.015 has 3, 12.5 has 3. It cannot overflow: len(digits) is bounded by
+// the input size and |exp| by maxExponent plus that size.
+func (d decimal) plainDigits() int {
+	switch n := len(d.digits); {
+	case d.exp >= 0:
+		return n + d.exp
+	case n+d.exp > 0: // a point inside the digits
+		return n
+	default: // 0.000ddd
+		return -d.exp
+	}
+}
+
+// String writes d out in plain decimal: "-1500", "0.015", "12.5", "0".
+func (d decimal) String() string {
+	if d.digits == "" {
+		return "0"
+	}
+	var b strings.Builder
+	if d.neg {
+		b.WriteByte('-')
+	}
+	switch n := len(d.digits); {
+	case d.exp >= 0:
+		b.WriteString(d.digits)
+		b.WriteString(strings.Repeat("0", d.exp))
+	case n+d.exp > 0:
+		b.WriteString(d.digits[:n+d.exp])
+		b.WriteByte('.')
+		b.WriteString(d.digits[n+d.exp:])
+	default:
+		b.WriteString("0.")
+		b.WriteString(strings.Repeat("0", -d.exp-n))
+		b.WriteString(d.digits)
+	}
+	return b.String()
 }

@@ -62,7 +62,7 @@ type Invocation struct {
 	Tool   string
 	RunID  string
 	CallID string
-	Input  json.RawMessage // the call's input, as the model sent it
+	Input  json.RawMessage // the call's input, as the model sent it; read it with Bind
 	// Key is the action key: hex sha256 of the canonical identity.
 	Key string
 	// Attempt numbers the tries of this action; it advances only after a
@@ -76,6 +76,7 @@ type Invocation struct {
 	// header, a metadata reference, an external id): Key for the first
 	// attempt, Key + "-" + Attempt for later ones.
 	DownstreamKey string
+	args          map[string]any // the parse Key was derived from; see Bind
 }
 
 // DownstreamKey returns the key a provider sees for the given attempt of an

@@ -66,9 +66,11 @@ func emailTool(o *outbox, rec client.Reconciler) client.Tool {
 		Name:     "send_email",
 		Identity: []client.Field{{Path: "to", Norm: client.Email}, {Path: "ticketId", Norm: client.String}},
 		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-			var in struct{ To string }
-			if err := json.Unmarshal(inv.Input, &in); err != nil {
-				return client.Effect{}, client.Permanent(err)
+			var in struct {
+				To string `json:"to"`
+			}
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err
 			}
 			id, err := o.send(ctx, inv.DownstreamKey, in.To)
 			if err != nil {

@@ -52,7 +52,7 @@ func ExampleProviderError() {
 	}))
 	defer srv.Close()
 
-	c := providers.NewClient(srv.URL, &providers.Config{Timeout: 50 * time.Millisecond})
+	c := providers.NewClient(srv.URL, &providers.Config{Timeout: time.Second}) // only a server that never answers reaches it
 	_, err := c.Do(context.Background(), &providers.Request{
 		Method: http.MethodPost, Path: "/v1/messages", Body: []byte(`{}`), ContentType: "application/json",
 	}, nil)

@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -219,11 +218,20 @@ func RefundTool(st *stripe.Client) client.Tool {
 			{Path: "amount", Norm: client.Integer},
 		},
 		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-			p, err := refundParams(inv.Input)
-			if err != nil {
-				return client.Effect{}, client.Permanent(err)
+			// Bind reads the values the key was made of: "pi_1 " arrives as
+			// "pi_1", and 1000, "1000" or 1000.0 as 1000.
+			var in struct {
+				PaymentIntent string `json:"payment_intent"`
+				Amount        int64  `json:"amount"`
+				Reason        string `json:"reason"`
 			}
-			re, err := st.Refunds.Create(ctx, inv.DownstreamKey, p)
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err // permanent: nothing was done
+			}
+			if in.Amount <= 0 {
+				return client.Effect{}, client.Permanent(fmt.Errorf("amount: %d is not a positive number of cents", in.Amount))
+			}
+			re, err := st.Refunds.Create(ctx, inv.DownstreamKey, stripe.RefundParams{PaymentIntent: in.PaymentIntent, Amount: in.Amount, Reason: in.Reason})
 			if err != nil {
 				return client.Effect{}, err // a *providers.ProviderError knows its class
 			}
@@ -231,27 +239,4 @@ func RefundTool(st *stripe.Client) client.Tool {
 		},
 		Reconciler: reconcile.New(st.Refunds, nil),
 	}
-}
-
-// refundParams reads refund_payment's input, with the normalizers of its
-// identity: "pi_1 " and 1000, "1000" or 1000.0 are what the key was made of.
-func refundParams(input json.RawMessage) (stripe.RefundParams, error) {
-	obj, err := client.ParseInput(input, 0)
-	if err != nil {
-		return stripe.RefundParams{}, err
-	}
-	pi, err := client.Trimmed.Normalize(obj["payment_intent"])
-	if err != nil {
-		return stripe.RefundParams{}, fmt.Errorf("payment_intent: %w", err)
-	}
-	amount, err := client.Integer.Normalize(obj["amount"])
-	if err != nil {
-		return stripe.RefundParams{}, fmt.Errorf("amount: %w", err)
-	}
-	cents, err := strconv.ParseInt(fmt.Sprint(amount), 10, 64)
-	if err != nil || cents <= 0 {
-		return stripe.RefundParams{}, fmt.Errorf("amount: %v is not a positive number of cents", amount)
-	}
-	reason, _ := obj["reason"].(string)
-	return stripe.RefundParams{PaymentIntent: pi.(string), Amount: cents, Reason: reason}, nil
 }

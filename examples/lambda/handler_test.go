@@ -311,15 +311,20 @@ func TestBadCalls(t *testing.T) {
 		{ID: "toolu_01", Name: "delete_account", Input: json.RawMessage(`{"id": 1}`)},
 		{ID: "toolu_02", Name: "refund_payment", Input: json.RawMessage(`{"payment_intent": "` + f.pi + `"}`)},
 		{ID: "toolu_03", Name: "refund_payment", Input: json.RawMessage(`{"payment_intent": "` + f.pi + `", "amount": -5}`)},
+		// Two readers could disagree on which amount this is.
+		{ID: "toolu_04", Name: "refund_payment", Input: json.RawMessage(`{"payment_intent": "` + f.pi + `", "amount": 1, "AMOUNT": 1000}`)},
+		{ID: "toolu_05", Name: "refund_payment", Input: json.RawMessage(`{"payment_intent": "` + f.pi + `", "amount": "0x3e8"}`)},
 	}}
 	res, err := invoke(f.h, time.Now().Add(10*time.Second), ev)
-	if err != nil || len(res.ToolResults) != 3 {
+	if err != nil || len(res.ToolResults) != len(ev.ToolCalls) {
 		t.Fatalf("Handle = %+v, %v", res, err)
 	}
 	for i, want := range []string{
 		`Unknown tool "delete_account". Nothing was done.`,
 		"refund_payment needs amount to run safely",
 		"Failed, nothing was done. Do not retry: amount: -5 is not a positive number of cents.",
+		`refund_payment: keys "amount" and "AMOUNT" in one JSON object differ only in case or Unicode normalization. Nothing was done.`,
+		"refund_payment needs amount to run safely (want a number in plain decimal notation).",
 	} {
 		r := res.ToolResults[i]
 		if r.ToolUseID != ev.ToolCalls[i].ID || !r.IsError || r.Type != "tool_result" || !strings.HasPrefix(r.Content, want) {

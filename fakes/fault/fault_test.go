@@ -276,7 +276,7 @@ func TestDelayCommitsAfterClientGivesUp(t *testing.T) {
 		in := fault.NewInjector(1)
 		in.Add(fault.Rule{Action: fault.Delay, Delay: delay, Attempt: 1})
 		srv, commits := commitServer(t, in)
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second) // only the delay reaches it
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/commit", strings.NewReader("x"))
 		_, err := freshClient(0).Do(req)
 		cancel()

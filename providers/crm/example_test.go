@@ -24,9 +24,12 @@ func Example() {
 		Name:     "add_lead",
 		Identity: []client.Field{{Path: "email", Norm: client.Email}},
 		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-			var in struct{ Email, Name string }
-			if err := json.Unmarshal(inv.Input, &in); err != nil {
-				return client.Effect{}, client.Permanent(err)
+			var in struct {
+				Email string `json:"email"` // normalized: "ada@example.com"
+				Name  string `json:"name"`
+			}
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err
 			}
 			ct, err := contacts.Upsert(ctx, inv.DownstreamKey, crm.ContactInput{Email: in.Email, Name: in.Name})
 			if err != nil {
@@ -50,7 +53,7 @@ func Example() {
 	}
 	fmt.Println("contacts written:", len(srv.Journal()))
 	// Output:
-	// Done: lead Ada@Example.com recorded (new: true)
-	// Done: lead Ada@Example.com recorded (new: false)
+	// Done: lead ada@example.com recorded (new: true)
+	// Done: lead ada@example.com recorded (new: false)
 	// contacts written: 1
 }

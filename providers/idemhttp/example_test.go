@@ -30,8 +30,8 @@ func Example() {
 				Cart string `json:"cart"`
 				SKU  string `json:"sku"`
 			}
-			if err := json.Unmarshal(inv.Input, &in); err != nil {
-				return client.Effect{}, client.Permanent(err)
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err
 			}
 			var order struct{ ID, Status string }
 			res, err := api.Post(ctx, inv.DownstreamKey, "/v1/orders", map[string]any{"sku": in.SKU, "quantity": 1}, &order)

@@ -25,11 +25,11 @@ func Example() {
 		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
 		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 			var in struct {
-				TicketID any    `json:"ticketId"` // the model sends 42 or "42"
+				TicketID string `json:"ticketId"` // 42 or "42" from the model: "42"
 				Text     string `json:"text"`
 			}
-			if err := json.Unmarshal(inv.Input, &in); err != nil {
-				return client.Effect{}, client.Permanent(err)
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err
 			}
 			m, err := mailer.Send(ctx, inv.DownstreamKey, mail.Message{
 				From: "support@example.com", To: "ada@example.com",
@@ -38,7 +38,7 @@ func Example() {
 			if err != nil {
 				return client.Effect{}, err
 			}
-			return client.Effect{Summary: fmt.Sprintf("reply on ticket %v (found already sent: %v)", in.TicketID, m.Existing), Ref: m.ID}, nil
+			return client.Effect{Summary: fmt.Sprintf("reply on ticket %s (found already sent: %v)", in.TicketID, m.Existing), Ref: m.ID}, nil
 		},
 		Reconciler: reconcile.New(mailer, nil),
 	}

@@ -36,12 +36,14 @@ func Example() {
 			{Path: "amount", Norm: client.Integer},
 		},
 		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			// Bind reads the values the key was made of: "1000" and 1000.0
+			// arrive as 1000, and field names match exactly.
 			var in struct {
 				PaymentIntent string `json:"paymentIntent"`
 				Amount        int64  `json:"amount"`
 			}
-			if err := json.Unmarshal(inv.Input, &in); err != nil {
-				return client.Effect{}, client.Permanent(err)
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err // permanent: nothing was done
 			}
 			re, err := st.Refunds.Create(ctx, inv.DownstreamKey, stripe.RefundParams{PaymentIntent: in.PaymentIntent, Amount: in.Amount})
 			if err != nil {
@@ -52,14 +54,16 @@ func Example() {
 		// After an ambiguous outcome, look the refund up before acting again.
 		Reconciler: reconcile.New(st.Refunds, nil),
 	}
-	call := client.Call{Tool: "refund_order", Input: json.RawMessage(fmt.Sprintf(`{"paymentIntent": %q, "amount": 1000}`, pi.ID))}
+	call := func(amount string) client.Call {
+		return client.Call{Tool: "refund_order", Input: json.RawMessage(fmt.Sprintf(`{"paymentIntent": %q, "amount": %s}`, pi.ID, amount))}
+	}
 
 	exec := client.New(ledgermem.New(nil), nil)
 	if err := exec.Register(refund); err != nil {
 		panic(err)
 	}
-	for range 2 {
-		res, err := exec.Execute(ctx, "run-1", call)
+	for _, amount := range []string{`1000`, `"1000"`} { // the model's type drift
+		res, err := exec.Execute(ctx, "run-1", call(amount))
 		if err != nil {
 			panic(err)
 		}
@@ -70,7 +74,7 @@ func Example() {
 	if err := other.Register(refund); err != nil {
 		panic(err)
 	}
-	res, err := other.Execute(ctx, "run-1", call)
+	res, err := other.Execute(ctx, "run-1", call(`1000.0`))
 	if err != nil {
 		panic(err)
 	}

@@ -1,0 +1,121 @@
+package client
+
+import (
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// ErrNotBound is returned by Bind for an Invocation that an Executor did
+// not make (a test that builds one by hand, a reconciler's Invocation from
+// the sweeper): it has no parsed input.
+var ErrNotBound = errors.New("client: the invocation carries no parsed input (it was not made by an Executor)")
+
+// Bind decodes the call's input into v, a non-nil pointer, from the same
+// parse its action key was derived from, so that the tool acts on exactly
+// the values that define the action:
+//
+//   - identity and validated fields arrive normalized: with client.Integer,
+//     1000, 1000.0, "1000" and "1e3" all arrive as the JSON number 1000
+//     (bind it to an integer type, or big.Int beyond 64 bits); with
+//     Decimal, "10.00" arrives as 10; with Trimmed, " pi_1 " as "pi_1";
+//     with CaseFolded and Email, the folded text; a number without a
+//     normalizer arrives as the value its key hashed (10.0 and 1e1 as 10);
+//   - object member names match struct fields exactly, case included
+//     (`json:"amount"` is filled from "amount" only, never from "Amount"),
+//     and the input has no names that differ only in case (the Executor
+//     refused it);
+//   - members without a matching field are ignored.
+//
+// Struct tags are read as encoding/json/v2 reads them, which for decoding
+// is as encoding/json does (`json:"name"`, `json:"-"`, `json:",string"`)
+// but for the case of names; types with an UnmarshalJSON or UnmarshalText
+// method decode themselves.
+//
+// A value the model sent that does not fit v (a string where v has an
+// integer) is an error that is permanent (ClassOf reports ClassPermanent:
+// nothing was done and the same input fails again) and wraps an
+// *InputError naming the field, so a tool may return it as it is.
+func (inv Invocation) Bind(v any) error {
+	// The decoder is github.com/go-json-experiment/json, the module that
+	// is the standard library's encoding/json/v2 (it becomes an alias of
+	// it where that package is enabled): it matches names case-sensitively
+	// by default. encoding/json (v1) matches them case-insensitively and
+	// has no option to stop, and a reflect-based decoder of our own would
+	// repeat encoding/json's field rules (tags, embedding, methods).
+	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return Permanent(fmt.Errorf("client: Bind needs a non-nil pointer, not %T", v))
+	}
+	if inv.args == nil {
+		return Permanent(ErrNotBound)
+	}
+	doc, err := json.Marshal(inv.args) // encoding/json writes json.Number as a number
+	if err != nil {
+		return Permanent(fmt.Errorf("client: Bind: %w", err))
+	}
+	err = jsonv2.Unmarshal(doc, v)
+	var se *jsonv2.SemanticError
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &se) || se.JSONKind == 0: // no JSON value is at fault: v's type cannot be decoded into
+		return Permanent(fmt.Errorf("client: Bind: %w", err))
+	}
+	msg := "want " + describeType(se.GoType)
+	if se.Err != nil {
+		msg += " (" + se.Err.Error() + ")"
+	}
+	return Permanent(&InputError{Tool: inv.Tool, Field: dottedPath(se.JSONPointer), Err: ErrFieldType, Msg: msg})
+}
+
+// describeType names what a Go type holds, in the words of the model's
+// JSON.
+func describeType(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map:
+		return "an object"
+	case reflect.Struct:
+		if p := reflect.PointerTo(t); !p.Implements(jsonUnmarshaler) && !p.Implements(textUnmarshaler) {
+			return "an object"
+		}
+	}
+	return "a value of type " + t.String()
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// dottedPath turns a JSON pointer into a dotted path like a Field's
+// ("customer.id"; "" for the whole input).
+func dottedPath(p jsontext.Pointer) string {
+	var parts []string
+	for tok := range p.Tokens() {
+		parts = append(parts, tok)
+	}
+	return strings.Join(parts, ".")
+}

@@ -1,0 +1,237 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+)
+
+type refundInput struct {
+	PaymentIntent string `json:"paymentIntent"`
+	Amount        int64  `json:"amount"`
+	Reason        string `json:"reason"`
+}
+
+// bindRefund registers a refund tool that binds its input, and returns
+// what each run bound.
+func bindRefund(t *testing.T) (*client.Executor, *[]refundInput) {
+	t.Helper()
+	var runs []refundInput
+	exec := client.New(ledgermem.New(nil), nil)
+	err := exec.Register(client.Tool{
+		Name: "refund_order",
+		Identity: []client.Field{
+			{Path: "paymentIntent", Norm: client.Trimmed},
+			{Path: "amount", Norm: client.Integer},
+		},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			var in refundInput
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err
+			}
+			runs = append(runs, in)
+			return client.Effect{Summary: "refunded"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exec, &runs
+}
+
+// The tool acts on the values its key was made of, whatever form the model
+// wrote them in.
+func TestBindNormalizedIdentity(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		`{"paymentIntent": "pi_1", "amount": 1000}`,
+		`{"paymentIntent": "pi_1", "amount": "1000"}`,
+		`{"paymentIntent": " pi_1\n", "amount": 1000.0}`,
+		`{"paymentIntent": "pi_1", "amount": "1e3", "reason": "asked twice"}`,
+		`{"paymentIntent": "pi_1", "amount": " +1000.00 "}`,
+	} {
+		exec, runs := bindRefund(t)
+		res, err := exec.Execute(context.Background(), "run-1", client.Call{Tool: "refund_order", Input: json.RawMessage(in)})
+		if err != nil || res.Outcome != client.Executed {
+			t.Fatalf("%s: %v %v %s", in, res.Outcome, err, res.Text)
+		}
+		if got := (*runs)[0]; got.PaymentIntent != "pi_1" || got.Amount != 1000 {
+			t.Errorf("%s: bound %+v", in, got)
+		}
+	}
+}
+
+// Two readers of one input cannot disagree: an input whose names differ
+// only in case is refused before the tool runs, and a field is filled only
+// from its exact name.
+func TestBindExactNames(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	exec, runs := bindRefund(t)
+	for _, in := range []string{
+		`{"paymentIntent": "pi_1", "amount": 1, "AMOUNT": 1000}`,
+		`{"paymentIntent": "pi_1", "Amount": 1000, "amount": 1}`,
+		`{"paymentIntent": "pi_1", "amount": 1, "reason": "a", "Reason": "b"}`,
+	} {
+		res, err := exec.Execute(ctx, "run-1", client.Call{Tool: "refund_order", Input: json.RawMessage(in)})
+		if err != nil || res.Outcome != client.InvalidInput || !errors.Is(res.Err, client.ErrDuplicateKey) {
+			t.Errorf("%s: %v %v %v", in, res.Outcome, res.Err, err)
+		}
+	}
+	if len(*runs) != 0 {
+		t.Fatalf("the tool ran on a refused input: %+v", *runs)
+	}
+	// "REASON" alone is not "reason"; "AMOUNT" alone is not the identity.
+	res, err := exec.Execute(ctx, "run-1", client.Call{Tool: "refund_order", Input: json.RawMessage(`{"paymentIntent": "pi_1", "amount": 5, "REASON": "x"}`)})
+	if err != nil || res.Outcome != client.Executed || (*runs)[0].Reason != "" {
+		t.Errorf("REASON filled reason: %+v %v %v", *runs, res.Outcome, err)
+	}
+	res, _ = exec.Execute(ctx, "run-1", client.Call{Tool: "refund_order", Input: json.RawMessage(`{"paymentIntent": "pi_1", "AMOUNT": 5}`)})
+	if res.Outcome != client.InvalidInput || !errors.Is(res.Err, client.ErrMissingField) {
+		t.Errorf("AMOUNT taken for amount: %v %v", res.Outcome, res.Err)
+	}
+	// An untagged field is matched by its Go name, exactly.
+	var untagged struct{ Note, Other string }
+	inv := bound(t, client.Tool{Name: "t", Identity: []client.Field{{Path: "Note"}}}, `{"Note": "n", "other": "o"}`)
+	if err := inv.Bind(&untagged); err != nil || untagged.Note != "n" || untagged.Other != "" {
+		t.Errorf("untagged fields: %+v %v", untagged, err)
+	}
+}
+
+// bound returns the Invocation an Executor hands tool.Run for input.
+func bound(t *testing.T, tool client.Tool, input string) client.Invocation {
+	t.Helper()
+	var inv client.Invocation
+	tool.Run = func(ctx context.Context, i client.Invocation) (client.Effect, error) {
+		inv = i
+		return client.Effect{Summary: "ok"}, nil
+	}
+	exec := client.New(ledgermem.New(nil), nil)
+	if err := exec.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	res, err := exec.Execute(context.Background(), "run-1", client.Call{Tool: tool.Name, Input: json.RawMessage(input)})
+	if err != nil || res.Outcome != client.Executed {
+		t.Fatalf("%s: %v %v %s", input, res.Outcome, err, res.Text)
+	}
+	return inv
+}
+
+func TestBindNormalizers(t *testing.T) {
+	t.Parallel()
+	tool := client.Tool{
+		Name: "invite",
+		Identity: []client.Field{
+			{Path: "user.email", Norm: client.Email},
+			{Path: "team", Norm: client.CaseFolded},
+			{Path: "seat", Norm: client.String},
+			{Path: "id", Norm: client.Integer},
+		},
+		Validated: []client.Field{{Path: "price", Norm: client.Decimal}, {Path: "missing", Norm: client.Decimal}},
+	}
+	inv := bound(t, tool, `{"user": {"email": " Ada@Example.COM", "name": " Ada "}, "team": "ΣΊΣΥΦΟΣ", "seat": 7,
+		"id": "123456789012345678901234567890", "price": "10.50", "note": " free text "}`)
+	var in struct {
+		User struct {
+			Email string `json:"email"`
+			Name  string `json:"name"`
+		} `json:"user"`
+		Team    string   `json:"team"`
+		Seat    string   `json:"seat"`
+		ID      *big.Int `json:"id"`
+		Price   float64  `json:"price"`
+		Note    string   `json:"note"`
+		Missing *float64 `json:"missing"`
+	}
+	if err := inv.Bind(&in); err != nil {
+		t.Fatal(err)
+	}
+	if in.User.Email != "ada@example.com" || in.Team != "σίσυφοσ" || in.Seat != "7" || in.ID.String() != "123456789012345678901234567890" ||
+		in.Price != 10.5 || in.Missing != nil {
+		t.Errorf("identity or validated fields not normalized: %+v", in)
+	}
+	if in.User.Name != " Ada " || in.Note != " free text " {
+		t.Errorf("other fields changed: %+v", in)
+	}
+	// A number without a normalizer is bound as the value its key hashed.
+	for _, in := range []string{`{"qty": 10}`, `{"qty": 10.0}`, `{"qty": 1e1}`, `{"qty": 100E-1}`} {
+		var q struct {
+			Qty int `json:"qty"`
+		}
+		if err := bound(t, client.Tool{Name: "t", Identity: []client.Field{{Path: "qty"}}}, in).Bind(&q); err != nil || q.Qty != 10 {
+			t.Errorf("%s: bound %d, %v", in, q.Qty, err)
+		}
+	}
+	// A map sees the same view.
+	var m map[string]any
+	if err := inv.Bind(&m); err != nil || m["price"] != 10.5 || m["seat"] != "7" {
+		t.Errorf("map view: %v %v", m, err)
+	}
+}
+
+// Input that does not fit the tool's type is the model's mistake: a
+// permanent failure naming the field, and nothing was done.
+func TestBindWrongType(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	exec := client.New(ledgermem.New(nil), nil)
+	ran := false
+	err := exec.Register(client.Tool{
+		Name:     "ship",
+		Identity: []client.Field{{Path: "orderId", Norm: client.String}},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			var in struct {
+				OrderID string `json:"orderId"`
+				Box     struct {
+					Count int `json:"count"`
+				} `json:"box"`
+			}
+			if err := inv.Bind(&in); err != nil {
+				return client.Effect{}, err
+			}
+			ran = true
+			return client.Effect{Summary: "shipped"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := exec.Execute(ctx, "run-1", client.Call{Tool: "ship", Input: json.RawMessage(`{"orderId": 7, "box": {"count": "three"}}`)})
+	if err != nil || ran || res.Outcome != client.Failed || res.Retryable {
+		t.Fatalf("%v %v ran=%v %s", res.Outcome, err, ran, res.Text)
+	}
+	var ie *client.InputError
+	if !errors.As(res.Err, &ie) || ie.Field != "box.count" || !errors.Is(res.Err, client.ErrFieldType) || client.ClassOf(res.Err) != client.ClassPermanent {
+		t.Errorf("want a permanent *InputError for box.count, got %#v", res.Err)
+	}
+	if !strings.Contains(res.Text, "box.count") || !strings.Contains(res.Text, "want an integer") {
+		t.Errorf("text: %s", res.Text)
+	}
+}
+
+func TestBindMisuse(t *testing.T) {
+	t.Parallel()
+	var in struct{}
+	err := client.Invocation{Input: json.RawMessage(`{"a":1}`)}.Bind(&in)
+	if !errors.Is(err, client.ErrNotBound) || client.ClassOf(err) != client.ClassPermanent {
+		t.Errorf("hand-made invocation: %v", err)
+	}
+	inv := bound(t, client.Tool{Name: "t", Identity: []client.Field{{Path: "a"}}}, `{"a":1}`)
+	for _, v := range []any{in, nil, (*struct{})(nil)} {
+		if err := inv.Bind(v); err == nil || client.ClassOf(err) != client.ClassPermanent {
+			t.Errorf("Bind(%T): %v", v, err)
+		}
+	}
+	var ch struct {
+		A chan int `json:"a"`
+	}
+	if err := inv.Bind(&ch); err == nil || errors.As(err, new(*client.InputError)) {
+		t.Errorf("an undecodable type is the program's error, not the input's: %v", err)
+	}
+}
