@@ -55,9 +55,9 @@ func ExampleHandler_Handle() {
 		`{"run_id": "run-7", "tool_calls": [{"type": "tool_use", "id": "toolu_01", "name": "refund_payment",
 		  "input": {"payment_intent": "` + pi.ID + `", "amount": 1000, "reason": "requested_by_customer"}}]}`,
 		`{"run_id": "run-7", "tool_calls": [{"type": "tool_use", "id": "toolu_02", "name": "refund_payment",
-		  "input": {"payment_intent": "` + pi.ID + `", "amount": "1000", "reason": "the customer asked twice"}}]}`,
+		  "input": {"payment_intent": "` + pi.ID + `", "amount": "1000", "reason": "Requested by customer", "note": "the customer asked twice"}}]}`,
 		`{"run_id": "run-7", "tool_calls": [{"type": "tool_use", "id": "toolu_02", "name": "refund_payment",
-		  "input": {"payment_intent": "` + pi.ID + `", "amount": "1000", "reason": "the customer asked twice"}}]}`,
+		  "input": {"payment_intent": "` + pi.ID + `", "amount": "1000", "reason": "Requested by customer", "note": "the customer asked twice"}}]}`,
 	} {
 		var ev Event
 		if err := json.Unmarshal([]byte(event), &ev); err != nil {

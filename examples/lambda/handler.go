@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,8 +36,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -81,8 +85,16 @@ type Env struct {
 	// StripeBaseURL is the Stripe API (STRIPE_BASE_URL, default
 	// DefaultStripeBaseURL).
 	StripeBaseURL string
-	// StripeAPIKey is the secret key (STRIPE_API_KEY). Required.
+	// StripeAPIKey is the secret key (STRIPE_API_KEY), for local runs.
 	StripeAPIKey string
+	// StripeAPIKeyParameter names an SSM Parameter Store SecureString that
+	// holds the secret key (STRIPE_API_KEY_PARAMETER), read once at cold
+	// start: the deployed stack's way, so that no secret sits in the
+	// function's configuration. One of the two is required.
+	StripeAPIKeyParameter string
+	// Sweeper selects the scheduled sweeper's handler instead of the tool
+	// calls' (IDEMKIT_MODE=sweeper).
+	Sweeper bool
 }
 
 // MaxLambdaTimeout is the longest timeout a Lambda function can have.
@@ -101,6 +113,9 @@ func EnvFrom(getenv func(string) string) (Env, error) {
 		DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
 		StripeBaseURL:    getenv("STRIPE_BASE_URL"),
 		StripeAPIKey:     getenv("STRIPE_API_KEY"),
+
+		StripeAPIKeyParameter: getenv("STRIPE_API_KEY_PARAMETER"),
+		Sweeper:               getenv("IDEMKIT_MODE") == "sweeper",
 	}
 	if env.StripeBaseURL == "" {
 		env.StripeBaseURL = DefaultStripeBaseURL
@@ -109,11 +124,14 @@ func EnvFrom(getenv func(string) string) (Env, error) {
 	if env.Table == "" {
 		missing = append(missing, "IDEMKIT_TABLE")
 	}
-	if env.StripeAPIKey == "" {
-		missing = append(missing, "STRIPE_API_KEY")
+	if env.StripeAPIKey == "" && env.StripeAPIKeyParameter == "" {
+		missing = append(missing, "STRIPE_API_KEY_PARAMETER (or STRIPE_API_KEY)")
 	}
 	if len(missing) > 0 {
 		return Env{}, fmt.Errorf("%w: %v not set", ErrConfig, missing)
+	}
+	if mode := getenv("IDEMKIT_MODE"); mode != "" && mode != "sweeper" {
+		return Env{}, fmt.Errorf("%w: IDEMKIT_MODE=%q, want sweeper or unset", ErrConfig, mode)
 	}
 	return env, nil
 }
@@ -135,8 +153,10 @@ type Options struct {
 // Handler executes tool calls. Build it once with New and pass its Handle
 // method to lambda.Start.
 type Handler struct {
-	exec *client.Executor
-	log  *slog.Logger
+	exec  *client.Executor
+	store ledger.Store
+	tools []client.Tool
+	log   *slog.Logger
 }
 
 // New builds the Handler: the DynamoDB client and ledger, the Stripe
@@ -158,7 +178,17 @@ func New(ctx context.Context, env Env, opts *Options) (*Handler, error) {
 			d.BaseEndpoint = aws.String(env.DynamoDBEndpoint)
 		}
 	})
-	st := stripe.New(env.StripeBaseURL, &stripe.Config{APIKey: env.StripeAPIKey})
+	key := env.StripeAPIKey
+	if env.StripeAPIKeyParameter != "" {
+		out, err := ssm.NewFromConfig(awsCfg).GetParameter(ctx, &ssm.GetParameterInput{
+			Name: aws.String(env.StripeAPIKeyParameter), WithDecryption: aws.Bool(true),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("lambda: Stripe key from parameter %s: %w", env.StripeAPIKeyParameter, err)
+		}
+		key = aws.ToString(out.Parameter.Value)
+	}
+	st := stripe.New(env.StripeBaseURL, &stripe.Config{APIKey: key})
 
 	cc := o.Client
 	cc.Logger = o.Logger
@@ -168,11 +198,24 @@ func New(ctx context.Context, env Env, opts *Options) (*Handler, error) {
 		// invocation's deadline, with no renewals while the tool runs.
 		cc.Lease = MaxLambdaTimeout
 	}
-	exec := client.New(ledgerdynamo.New(db, env.Table, nil), &cc)
-	if err := exec.Register(RefundTool(st)); err != nil {
+	store := ledgerdynamo.New(db, env.Table, nil)
+	tools := []client.Tool{RefundTool(st)}
+	exec := client.New(store, &cc)
+	if err := exec.Register(tools...); err != nil {
 		return nil, err
 	}
-	return &Handler{exec: exec, log: o.Logger}, nil
+	return &Handler{exec: exec, store: store, tools: tools, log: o.Logger}, nil
+}
+
+// Sweep is the scheduled sweeper's handler (an EventBridge schedule
+// invokes it; its event is ignored): one reconcile.Sweeper pass over the
+// ledger, for the same tools and providers as Handle. It settles what
+// calls left uncertain or abandoned, so that no action stays uncertain
+// when the model does not call again.
+func (h *Handler) Sweep(ctx context.Context) (reconcile.Report, error) {
+	rep, err := reconcile.NewSweeper(h.store, h.tools, nil).Sweep(ctx)
+	h.log.InfoContext(ctx, "idemkit sweep", slog.Any("report", rep), slog.Any("err", err))
+	return rep, err
 }
 
 // Handle executes the event's tool calls, concurrently, and returns their
@@ -206,8 +249,9 @@ func (h *Handler) Handle(ctx context.Context, ev Event) (Response, error) {
 
 // RefundTool is refund_payment: refund an amount of a Stripe PaymentIntent.
 // Its input is {"payment_intent": "pi_...", "amount": <cents>, "reason":
-// "requested_by_customer"}; the payment intent and the amount identify the
-// action, the reason is free text. The downstream key goes to Stripe as
+// "requested_by_customer", "note": "..."}; the payment intent and the
+// amount identify the action, the reason (optional) is one of Stripe's
+// reasons, and the note is free text the model may reword, never sent. The downstream key goes to Stripe as
 // the Idempotency-Key, and after an ambiguous outcome the refund is looked
 // up before anything is sent again.
 func RefundTool(st *stripe.Client) client.Tool {
@@ -217,6 +261,10 @@ func RefundTool(st *stripe.Client) client.Tool {
 			{Path: "payment_intent", Norm: client.Trimmed},
 			{Path: "amount", Norm: client.Integer},
 		},
+		// Stripe's reason is an enum, not free text: a repeat with another
+		// reason is a conflict, and a value Stripe would refuse is refused
+		// here, before anything is sent, so the model can correct it.
+		Validated: []client.Field{{Path: "reason", Norm: RefundReason}},
 		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 			// Bind reads the values the key was made of: "pi_1 " arrives as
 			// "pi_1", and 1000, "1000" or 1000.0 as 1000.
@@ -240,3 +288,21 @@ func RefundTool(st *stripe.Client) client.Tool {
 		Reconciler: reconcile.New(st.Refunds, nil),
 	}
 }
+
+// refundReasons are the reasons Stripe accepts for a refund.
+var refundReasons = []string{"duplicate", "fraudulent", "requested_by_customer"}
+
+// RefundReason normalizes a refund reason to one of Stripe's values
+// ("Requested by customer" becomes requested_by_customer) and refuses
+// anything else.
+var RefundReason client.Normalizer = client.NormalizerFunc(func(v any) (any, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, errors.New("must be a string")
+	}
+	r := strings.ToLower(strings.Join(strings.FieldsFunc(s, func(c rune) bool { return c == ' ' || c == '_' || c == '-' }), "_"))
+	if !slices.Contains(refundReasons, r) {
+		return nil, fmt.Errorf("must be one of %s", strings.Join(refundReasons, ", "))
+	}
+	return r, nil
+})

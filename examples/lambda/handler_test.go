@@ -101,10 +101,14 @@ func (f *fixture) newHandler(t *testing.T) *Handler {
 }
 
 // refundCall is a refund_payment tool_use of amount cents of the fixture's
-// PaymentIntent.
+// PaymentIntent, with a note the model words anew for every call.
 func (f *fixture) refundCall(id string, amount any, reason string) ToolUse {
-	in, _ := json.Marshal(map[string]any{"payment_intent": f.pi, "amount": amount, "reason": reason})
-	return ToolUse{Type: "tool_use", ID: id, Name: "refund_payment", Input: in}
+	in := map[string]any{"payment_intent": f.pi, "amount": amount, "note": "as asked in " + id}
+	if reason != "" {
+		in["reason"] = reason
+	}
+	raw, _ := json.Marshal(in)
+	return ToolUse{Type: "tool_use", ID: id, Name: "refund_payment", Input: raw}
 }
 
 // refunds are the refunds Stripe made.
@@ -168,7 +172,9 @@ func TestTimeoutThenRetryReconciles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deadline := time.Now().Add(time.Second)
+	// Long enough for the claim and the request to reach Stripe on a busy
+	// machine; the fake holds the request past it.
+	deadline := time.Now().Add(5 * time.Second)
 	type answer struct {
 		res Response
 		err error
@@ -249,8 +255,9 @@ func TestDoubleInvocation(t *testing.T) {
 	f := newFixture(t)
 	ev := Event{RunID: "run-1", ToolCalls: []ToolUse{f.refundCall("toolu_01", 1000, "requested_by_customer")}}
 	r1 := invokeOne(t, f.h, time.Now().Add(10*time.Second), ev)
-	// The model rephrases the reason and writes the amount as a string.
-	ev.ToolCalls = []ToolUse{f.refundCall("toolu_02", "1000", "customer asked again")}
+	// The model rewords its note, spells the reason its own way and writes
+	// the amount as a string.
+	ev.ToolCalls = []ToolUse{f.refundCall("toolu_02", "1000", "Requested by customer")}
 	r2 := invokeOne(t, f.h, time.Now().Add(10*time.Second), ev)
 
 	refunds := f.refunds()
@@ -351,7 +358,10 @@ func TestEnvFrom(t *testing.T) {
 		{"all set", full, Env{Table: "ledger", StripeAPIKey: "sk_live_x", DynamoDBEndpoint: "http://127.0.0.1:8000", StripeBaseURL: "http://127.0.0.1:12111"}, ""},
 		{"defaults", environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x"}, Env{Table: "ledger", StripeAPIKey: "sk_live_x", StripeBaseURL: DefaultStripeBaseURL}, ""},
 		{"no table", environ{"STRIPE_API_KEY": "sk_live_x"}, Env{}, "IDEMKIT_TABLE"},
-		{"nothing", environ{}, Env{}, "[IDEMKIT_TABLE STRIPE_API_KEY]"},
+		{"key from a parameter", environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY_PARAMETER": "/idemkit/stripe"}, Env{Table: "ledger", StripeAPIKeyParameter: "/idemkit/stripe", StripeBaseURL: DefaultStripeBaseURL}, ""},
+		{"sweeper", environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x", "IDEMKIT_MODE": "sweeper"}, Env{Table: "ledger", StripeAPIKey: "sk_live_x", StripeBaseURL: DefaultStripeBaseURL, Sweeper: true}, ""},
+		{"unknown mode", environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x", "IDEMKIT_MODE": "sweep"}, Env{}, "IDEMKIT_MODE"},
+		{"nothing", environ{}, Env{}, "[IDEMKIT_TABLE STRIPE_API_KEY_PARAMETER (or STRIPE_API_KEY)]"},
 	} {
 		got, err := EnvFrom(tc.env.get)
 		switch {

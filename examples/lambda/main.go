@@ -17,5 +17,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if env.Sweeper {
+		lambda.Start(h.Sweep)
+		return
+	}
 	lambda.Start(h.Handle)
 }

@@ -1,0 +1,223 @@
+package idemfunc_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/idemfunc"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+)
+
+type order struct {
+	OrderID any    `json:"orderId"`
+	Note    string `json:"note"`
+}
+
+type receipt struct {
+	Charge string `json:"charge"`
+	Seq    int64  `json:"seq"`
+}
+
+func newCharge(t *testing.T, opts idemfunc.Options[receipt], fn func(context.Context, order) (receipt, error)) func(context.Context, order) (receipt, error) {
+	t.Helper()
+	exec := client.New(ledgermem.New(nil), nil)
+	f, err := idemfunc.Wrap(exec, "charge", opts, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// A repeat returns the first call's full output, whatever the free text
+// and the type of the identity value.
+func TestRepeatReturnsFirstOutput(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	charge := newCharge(t, idemfunc.Options[receipt]{
+		Identity: []idemfunc.Key{{Expr: "orderId", Norm: client.Integer}},
+		Scope:    client.ScopeGlobal,
+	}, func(_ context.Context, o order) (receipt, error) {
+		return receipt{Charge: "ch_1", Seq: runs.Add(1)}, nil
+	})
+	ctx := context.Background()
+	first, err := charge(ctx, order{OrderID: 42, Note: "please"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := charge(ctx, order{OrderID: "42", Note: "again, reworded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != again || runs.Load() != 1 {
+		t.Errorf("first %+v, repeat %+v, %d runs; want one run and the same output", first, again, runs.Load())
+	}
+	other, err := charge(ctx, order{OrderID: 43})
+	if err != nil || other.Seq != 2 {
+		t.Errorf("another order: %+v, %v", other, err)
+	}
+}
+
+// The identity can come from a JSON-encoded body (API Gateway, SQS).
+func TestIdentityInJSONBody(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	var runs atomic.Int64
+	handle, err := idemfunc.Wrap(exec, "api", idemfunc.Options[events.APIGatewayProxyResponse]{
+		Identity: []idemfunc.Key{{Expr: "json_parse(body).orderId", Norm: client.Integer}},
+		Scope:    client.ScopeGlobal,
+	}, func(_ context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		runs.Add(1)
+		return events.APIGatewayProxyResponse{StatusCode: 201, Body: `{"charged":true}`}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, body := range []string{`{"orderId": 7, "note": "a"}`, `{"note": "b", "orderId": "7"}`} {
+		resp, err := handle(ctx, events.APIGatewayProxyRequest{Body: body, RequestContext: events.APIGatewayProxyRequestContext{RequestID: "req-" + string(rune('a'+i))}})
+		if err != nil || resp.StatusCode != 201 || resp.Body != `{"charged":true}` {
+			t.Fatalf("call %d: %+v, %v", i, resp, err)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Errorf("%d runs, want 1", runs.Load())
+	}
+	_, err = handle(ctx, events.APIGatewayProxyRequest{Body: `{"note": "no order"}`})
+	if !errors.Is(err, idemfunc.ErrInvalidInput) {
+		t.Errorf("no order id: %v, want ErrInvalidInput", err)
+	}
+	_, err = handle(ctx, events.APIGatewayProxyRequest{Body: `not json`})
+	if !errors.Is(err, idemfunc.ErrInvalidInput) {
+		t.Errorf("body not JSON: %v, want ErrInvalidInput", err)
+	}
+	if runs.Load() != 1 {
+		t.Errorf("invalid input ran the function: %d runs", runs.Load())
+	}
+}
+
+// A definite failure is returned and a later call runs again; an unmarked
+// error leaves the call uncertain and is not run again.
+func TestFailures(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	fail := errors.New("card declined")
+	charge := newCharge(t, idemfunc.Options[receipt]{
+		Identity: []idemfunc.Key{{Expr: "orderId", Norm: client.Integer}},
+		Scope:    client.ScopeGlobal,
+	}, func(_ context.Context, o order) (receipt, error) {
+		n := runs.Add(1)
+		switch o.OrderID {
+		case 1:
+			if n == 1 {
+				return receipt{}, client.Definite(fail)
+			}
+			return receipt{Charge: "ch_ok"}, nil
+		default:
+			return receipt{}, errors.New("connection reset")
+		}
+	})
+	ctx := context.Background()
+	if _, err := charge(ctx, order{OrderID: 1}); !errors.Is(err, fail) {
+		t.Fatalf("definite failure: %v", err)
+	}
+	if r, err := charge(ctx, order{OrderID: 1}); err != nil || r.Charge != "ch_ok" {
+		t.Fatalf("retry after a definite failure: %+v, %v", r, err)
+	}
+	if _, err := charge(ctx, order{OrderID: 2}); !errors.Is(err, idemfunc.ErrUncertain) {
+		t.Fatalf("ambiguous failure: %v, want ErrUncertain", err)
+	}
+	before := runs.Load()
+	if _, err := charge(ctx, order{OrderID: 2}); !errors.Is(err, idemfunc.ErrUncertain) || runs.Load() != before {
+		t.Fatalf("repeat of an uncertain call: %v, ran %d more times", err, runs.Load()-before)
+	}
+}
+
+// An output over the ledger's result limit is returned to the first
+// caller; a repeat says it was not kept, or returns the zero value when
+// asked to.
+func TestResultTooLargeToKeep(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 70<<10) // over the executor's 64 KiB default
+	for _, zero := range []bool{false, true} {
+		charge := newCharge(t, idemfunc.Options[receipt]{
+			Identity:         []idemfunc.Key{{Expr: "orderId"}},
+			ZeroOnLostResult: zero,
+		}, func(context.Context, order) (receipt, error) {
+			return receipt{Charge: big}, nil
+		})
+		ctx := context.Background()
+		first, err := charge(ctx, order{OrderID: 9})
+		if err != nil || first.Charge != big {
+			t.Fatalf("first call: %v", err)
+		}
+		again, err := charge(ctx, order{OrderID: 9})
+		switch {
+		case zero && (err != nil || again != receipt{}):
+			t.Errorf("ZeroOnLostResult: %+v, %v", again, err)
+		case !zero && !errors.Is(err, idemfunc.ErrResultNotKept):
+			t.Errorf("repeat: %v, want ErrResultNotKept", err)
+		}
+	}
+}
+
+// Concurrent calls of one identity run the function once; every caller
+// gets its output or is told the call is in progress.
+func TestConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	entered, release := make(chan struct{}, 8), make(chan struct{})
+	charge := newCharge(t, idemfunc.Options[receipt]{
+		Identity: []idemfunc.Key{{Expr: "orderId", Norm: client.Integer}},
+	}, func(context.Context, order) (receipt, error) {
+		runs.Add(1)
+		entered <- struct{}{}
+		<-release
+		return receipt{Charge: "ch_1"}, nil
+	})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			r, err := charge(ctx, order{OrderID: 5})
+			if err == nil && r.Charge != "ch_1" {
+				err = errors.New("wrong output " + r.Charge)
+			}
+			if err != nil && !errors.Is(err, idemfunc.ErrInProgress) {
+				errs <- err
+			}
+		})
+	}
+	<-entered // the first caller is inside; the others merge or find the claim
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if runs.Load() != 1 {
+		t.Errorf("%d runs, want 1", runs.Load())
+	}
+}
+
+func TestWrapRefusesMistakes(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	fn := func(context.Context, order) (receipt, error) { return receipt{}, nil }
+	if _, err := idemfunc.Wrap(exec, "a", idemfunc.Options[receipt]{}, fn); err == nil {
+		t.Error("no identity: accepted")
+	}
+	if _, err := idemfunc.Wrap(exec, "b", idemfunc.Options[receipt]{Identity: []idemfunc.Key{{Expr: "orderId[["}}}, fn); err == nil {
+		t.Error("a malformed expression: accepted")
+	}
+	if _, err := idemfunc.Wrap[order, receipt](exec, "c", idemfunc.Options[receipt]{Identity: []idemfunc.Key{{Expr: "orderId"}}}, nil); err == nil {
+		t.Error("nil function: accepted")
+	}
+}
