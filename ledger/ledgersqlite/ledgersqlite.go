@@ -164,12 +164,18 @@ CREATE INDEX records_state_lease ON records (state, lease_until);
 CREATE INDEX records_run ON records (run_id);
 `
 
+// expired is the SQL condition of ledger.Record.Expired at now (an SQL
+// parameter): settled and past its retention. A pending row never expires.
+func expired(now string) string {
+	return "(state <> 'pending' AND expires_at <= " + now + ")"
+}
+
 // claimable is the SQL condition under which an existing row gives way to a
 // claim with fingerprint fp at now (both SQL parameters). It mirrors
 // ledger.Store: expired, failed, or (same fingerprint) uncertain or pending
 // with a lapsed lease.
 func claimable(fp, now string) string {
-	return "(expires_at <= " + now + " OR state = 'failed' OR (fingerprint = " + fp +
+	return "(" + expired(now) + " OR state = 'failed' OR (fingerprint = " + fp +
 		" AND (state = 'uncertain' OR (state = 'pending' AND lease_until <= " + now + "))))"
 }
 
@@ -181,13 +187,13 @@ var (
 	claimSQL = `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8)
 ON CONFLICT (key) DO UPDATE SET
-	prev_state = CASE WHEN expires_at <= ?8 THEN '' ELSE state END,
+	prev_state = CASE WHEN ` + expired("?8") + ` THEN '' ELSE state END,
 	prev_owner = owner, prev_lease_until = lease_until, prev_expires_at = expires_at,
 	prev_fingerprint = fingerprint, prev_attempt = attempt, prev_attempt_at = attempt_at, prev_reason = reason,
 	prev_updated_at = updated_at, prev_tool = tool, prev_run_id = run_id,
 	tool = ?2, run_id = ?3, state = 'pending', owner = ?4, lease_until = ?5, expires_at = ?6,
-	fingerprint = ?7, attempt = CASE WHEN expires_at <= ?8 THEN 1 ELSE attempt END,
-	attempt_at = CASE WHEN expires_at <= ?8 THEN ?8 ELSE attempt_at END,
+	fingerprint = ?7, attempt = CASE WHEN ` + expired("?8") + ` THEN 1 ELSE attempt END,
+	attempt_at = CASE WHEN ` + expired("?8") + ` THEN ?8 ELSE attempt_at END,
 	summary = '', ref = '', result = NULL, truncated = 0, reason = '', updated_at = ?8
 WHERE ` + claimable("?7", "?8") + `
 RETURNING attempt, prev_state, prev_owner, prev_lease_until, prev_expires_at, prev_fingerprint,
@@ -197,18 +203,19 @@ RETURNING attempt, prev_state, prev_owner, prev_lease_until, prev_expires_at, pr
 	blockerSQL = `SELECT ` + recordCols + `, ` + claimable("?2", "?3") + ` FROM records WHERE key = ?1`
 
 	// ?1 key ?2 now
-	getSQL = `SELECT ` + recordCols + ` FROM records WHERE key = ?1 AND expires_at > ?2`
+	getSQL = `SELECT ` + recordCols + ` FROM records WHERE key = ?1 AND NOT ` + expired("?2")
 )
 
-// The conditional writes of the owner. ?1 key ?2 owner; the last parameter is now.
+// The conditional writes of the owner. ?1 key ?2 owner; the last parameter
+// is now. Extend raises the expiry to at least the new lease end.
 const (
-	ownedSQL    = ` WHERE key = ?1 AND owner = ?2 AND state = 'pending' AND expires_at > `
+	ownedSQL    = ` WHERE key = ?1 AND owner = ?2 AND state = 'pending'`
 	completeSQL = `UPDATE records SET state = 'done', summary = ?3, ref = ?4, result = ?5, truncated = ?6,
-	reason = '', lease_until = ?7, updated_at = ?7` + ownedSQL + `?7`
+	reason = '', lease_until = ?7, updated_at = ?7` + ownedSQL
 	failSQL = `UPDATE records SET state = ?3, attempt = attempt + ?4,
 	attempt_at = CASE WHEN ?4 = 1 THEN ?6 ELSE attempt_at END, reason = ?5,
-	lease_until = ?6, updated_at = ?6` + ownedSQL + `?6`
-	extendSQL = `UPDATE records SET lease_until = ?3, updated_at = ?4` + ownedSQL + `?4`
+	lease_until = ?6, updated_at = ?6` + ownedSQL
+	extendSQL = `UPDATE records SET lease_until = ?3, expires_at = max(expires_at, ?3), updated_at = ?4` + ownedSQL
 )
 
 // Open opens (creating when missing) the ledger file at path and prepares
@@ -471,7 +478,7 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 // List implements ledger.Store. It returns the records in the order of
 // their LeaseUntil, oldest first, then of their keys.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
-	q := "SELECT " + recordCols + " FROM records WHERE expires_at > ?"
+	q := "SELECT " + recordCols + " FROM records WHERE NOT " + expired("?")
 	args := []any{s.clock.Now().UnixMilli()}
 	if f.State != "" {
 		q += " AND state = ?"
@@ -514,7 +521,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 // Purge implements ledger.Purger. It scans the table: expiry is not
 // indexed, to keep claims cheap.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, "DELETE FROM records WHERE expires_at <= ?", before.UnixMilli())
+	res, err := s.w.ExecContext(ctx, "DELETE FROM records WHERE "+expired("?"), before.UnixMilli())
 	if err != nil {
 		return 0, s.unavailable("purge", err)
 	}
