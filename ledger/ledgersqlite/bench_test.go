@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,21 +58,24 @@ func openRaw(b *testing.B, path string) rawStatements {
 }
 
 // newExecutor returns an executor on s with a send_reply tool that only
-// reports an effect, and a builder of its calls.
-func newExecutor(b *testing.B, s ledger.Store) (*client.Executor, func(ticket string) client.Call) {
+// reports an effect (and counts its runs in the returned counter), and a
+// builder of its calls.
+func newExecutor(tb testing.TB, s ledger.Store) (*client.Executor, func(ticket string) client.Call, *atomic.Int64) {
 	exec := client.New(s, nil)
+	runs := new(atomic.Int64)
 	if err := exec.Register(client.Tool{
 		Name:     "send_reply",
 		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
 		Run: func(context.Context, client.Invocation) (client.Effect, error) {
+			runs.Add(1)
 			return client.Effect{Summary: "sent", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
 		},
 	}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return exec, func(ticket string) client.Call {
 		return client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + ticket + `","text":"Your refund is on its way."}`)}
-	}
+	}, runs
 }
 
 // The raw floor: the statements a claim and a completion need, issued
@@ -176,7 +180,7 @@ func BenchmarkExecute(b *testing.B) {
 	ctx := context.Background()
 	s := open(b, filepath.Join(b.TempDir(), "exec.db"), nil)
 	defer s.Close()
-	exec, call := newExecutor(b, s)
+	exec, call, _ := newExecutor(b, s)
 	if r, err := exec.Execute(ctx, "run-1", call("replay")); err != nil || r.Outcome != client.Executed {
 		b.Fatal(r, err)
 	}
@@ -208,7 +212,7 @@ func BenchmarkFreshPaired(b *testing.B) {
 	s := open(b, path, nil)
 	defer s.Close()
 	rawSQL := openRaw(b, path)
-	exec, call := newExecutor(b, s)
+	exec, call, _ := newExecutor(b, s)
 	result := []byte(`{"id":"msg_1"}`)
 	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: result}
 	var raw, store, execute time.Duration

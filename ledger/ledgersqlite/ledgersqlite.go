@@ -26,6 +26,27 @@
 // Choose SyncNormal only where the providers deduplicate by the downstream
 // key themselves, or where a repeat is acceptable.
 //
+// # A removed or replaced file
+//
+// A Store keeps working on the file it opened even after that file is
+// removed from its directory (a temporary-file cleaner, an operator), while
+// another Store opening the path would start a new, empty ledger: actions
+// already done would run again, and one action could run in both. So Open
+// notes the identity (device and inode) of the file at the path, and every
+// write, once SQLite has committed it, checks that the path still names
+// that file (one stat of the path, about a microsecond beside a synced
+// commit). When it does not, the write reports ErrFileReplaced (a
+// ledger.ErrUnavailable: the caller runs nothing) and so does every later
+// call. Claims answered by a read alone (replays) skip the check: they
+// report what the ledger recorded.
+//
+// # Configuration errors
+//
+// Open reports what no retry can fix as ledger.ErrConfig, naming the path:
+// a directory that does not exist, a path that is a directory, a file that
+// is not an SQLite database, a location where the file (or its -wal and
+// -shm companions) cannot be created or written.
+//
 // # Claim
 //
 // The write of a claim is one statement:
@@ -70,13 +91,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -84,6 +109,13 @@ import (
 // ErrSchemaVersion is returned by Open when the file was written by a newer
 // version of this package.
 var ErrSchemaVersion = errors.New("ledgersqlite: unknown schema version")
+
+// ErrFileReplaced is returned by every call of a Store whose file has been
+// removed or replaced since Open (a temporary-file cleaner, an operator):
+// its writes would land in a file nobody else sees, while other processes
+// open a new, empty ledger at the path. It wraps ledger.ErrUnavailable, so
+// no action runs; the Store stays refused and must be reopened.
+var ErrFileReplaced = fmt.Errorf("ledgersqlite: ledger file removed or replaced: %w", ledger.ErrUnavailable)
 
 // DefaultListLimit is the number of records List returns when the filter
 // sets no Limit.
@@ -117,6 +149,10 @@ type Config struct {
 type Store struct {
 	clock ledger.Clock
 	w, r  *sql.DB // one writing connection; a pool of read-only ones
+
+	path     string      // absolute
+	ident    os.FileInfo // of the file at path when it was opened
+	replaced atomic.Bool // the file at path is no longer ident
 
 	claim, complete, fail, extend *sql.Stmt // on w
 	blocker, get                  *sql.Stmt // on r
@@ -220,7 +256,8 @@ const (
 
 // Open opens (creating when missing) the ledger file at path and prepares
 // its schema. path must name a file; several Stores, in one process or in
-// several, may open the same file.
+// several, may open the same file. A path that cannot hold the ledger is
+// refused with ledger.ErrConfig (see the package documentation).
 func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	var c Config
 	if cfg != nil {
@@ -239,6 +276,9 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledgersqlite: %w: %w", ledger.ErrInvalid, err)
 	}
+	if err := checkPath(abs); err != nil {
+		return nil, err
+	}
 	sync := "FULL"
 	if c.Synchronous == SyncNormal {
 		sync = "NORMAL"
@@ -247,7 +287,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(abs)) +
 		"?_busy_timeout=" + strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10) + "&_synchronous=" + sync
 
-	s := &Store{clock: c.Clock}
+	s := &Store{clock: c.Clock, path: abs}
 	if s.w, err = sql.Open("sqlite", dsn); err != nil {
 		return nil, s.unavailable("open", err)
 	}
@@ -255,6 +295,12 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, err
+	}
+	// The file SQLite holds open is the one at the path now; every write
+	// checks that it still is.
+	if s.ident, err = os.Stat(abs); err != nil {
+		s.Close()
+		return nil, s.openError(err)
 	}
 	if s.r, err = sql.Open("sqlite", dsn+"&_query_only=1"); err != nil {
 		s.Close()
@@ -288,18 +334,18 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 func (s *Store) migrate(ctx context.Context) (err error) {
 	conn, err := s.w.Conn(ctx)
 	if err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	defer conn.Close()
 	var mode string
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("ledgersqlite: %w: the file cannot use WAL (journal mode %q)", ledger.ErrUnavailable, mode)
+		return fmt.Errorf("ledgersqlite: open %s: %w: the file cannot use WAL (journal mode %q)", s.path, ledger.ErrConfig, mode)
 	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	defer func() {
 		if err != nil {
@@ -308,7 +354,7 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	}()
 	var version int
 	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	switch version {
 	case schemaVersion:
@@ -323,9 +369,74 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		return fmt.Errorf("%w %d (this package knows %d)", ErrSchemaVersion, version, schemaVersion)
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	return nil
+}
+
+// checkPath refuses, as configuration errors, paths that cannot hold the
+// ledger file: a directory, or a file in a directory that does not exist.
+// SQLite reports the rest (see openError).
+func checkPath(abs string) error {
+	fi, err := os.Stat(abs)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("ledgersqlite: open %s: %w: it is a directory, not a file", abs, ledger.ErrConfig)
+	case err == nil || !errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	dir := filepath.Dir(abs)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("ledgersqlite: open %s: %w: directory %s does not exist", abs, ledger.ErrConfig, dir)
+	}
+	return nil
+}
+
+// openError classifies an error met while opening the file, naming the
+// path: what no retry can fix (the file is not a database, or the location
+// cannot be created or written) is ledger.ErrConfig; anything else (busy,
+// I/O) is ledger.ErrUnavailable.
+func (s *Store) openError(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+			return fmt.Errorf("ledgersqlite: open %s: %w: not a ledger file: %w", s.path, ledger.ErrConfig, err)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM:
+			return fmt.Errorf("ledgersqlite: open %s: %w: the file, or its -wal and -shm beside it, cannot be created or written there: %w",
+				s.path, ledger.ErrConfig, err)
+		}
+	}
+	return fmt.Errorf("ledgersqlite: open %s: %w: %w", s.path, ledger.ErrUnavailable, err)
+}
+
+// refused returns ErrFileReplaced once a write found the file replaced.
+func (s *Store) refused() error {
+	if s.replaced.Load() {
+		return s.replacedError()
+	}
+	return nil
+}
+
+// verify checks, after a write, that the file at the path is still the one
+// the store opened, so that a write that landed in a removed file never
+// counts. Once it is not, every call of the store fails.
+func (s *Store) verify() error {
+	if !s.replaced.Load() {
+		fi, err := os.Stat(s.path)
+		switch {
+		case err == nil && os.SameFile(fi, s.ident):
+			return nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return s.unavailable("check file", err)
+		}
+		s.replaced.Store(true)
+	}
+	return s.replacedError()
+}
+
+func (s *Store) replacedError() error {
+	return fmt.Errorf("%w: %s is no longer the file this store opened; reopen the store", ErrFileReplaced, s.path)
 }
 
 // Close closes the store's connections.
@@ -355,6 +466,9 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	if err := p.Validate(); err != nil {
 		return ledger.ClaimResult{}, err
 	}
+	if err := s.refused(); err != nil {
+		return ledger.ClaimResult{}, err
+	}
 	now := s.clock.Now().UnixMilli()
 	for range claimRounds {
 		// A replay is answered by a read, without the write lock.
@@ -363,8 +477,14 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 			return ledger.ClaimResult{Previous: prev}, err
 		}
 		res, err := s.insert(ctx, &p, now)
-		if err != nil || res.Claimed {
-			return res, err
+		if err == nil && res.Claimed {
+			err = s.verify()
+		}
+		if err != nil {
+			return ledger.ClaimResult{}, err
+		}
+		if res.Claimed {
+			return res, nil
 		}
 		// Another claim won between the two statements: read its record.
 	}
@@ -418,6 +538,9 @@ func (s *Store) write(ctx context.Context, op string, stmt *sql.Stmt, key, owner
 	if key == "" || owner == "" {
 		return fmt.Errorf("ledgersqlite: %s: %w: key and owner are required", op, ledger.ErrInvalid)
 	}
+	if err := s.refused(); err != nil {
+		return err
+	}
 	res, err := stmt.ExecContext(ctx, append([]any{key, owner}, args...)...)
 	if err != nil {
 		return s.unavailable(op, err)
@@ -429,7 +552,7 @@ func (s *Store) write(ctx context.Context, op string, stmt *sql.Stmt, key, owner
 	if n == 0 {
 		return ledger.ErrNotOwner
 	}
-	return nil
+	return s.verify()
 }
 
 // Complete implements ledger.Store.
@@ -465,6 +588,9 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	if key == "" {
 		return nil, fmt.Errorf("ledgersqlite: get: %w: key is required", ledger.ErrInvalid)
 	}
+	if err := s.refused(); err != nil {
+		return nil, err
+	}
 	sc, err := scan(s.get.QueryRowContext(ctx, key, s.clock.Now().UnixMilli()), false)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -478,6 +604,9 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 // List implements ledger.Store. It returns the records in the order of
 // their LeaseUntil, oldest first, then of their keys.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	if err := s.refused(); err != nil {
+		return nil, err
+	}
 	q := "SELECT " + recordCols + " FROM records WHERE NOT " + expired("?")
 	args := []any{s.clock.Now().UnixMilli()}
 	if f.State != "" {
@@ -521,6 +650,9 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 // Purge implements ledger.Purger. It scans the table: expiry is not
 // indexed, to keep claims cheap.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
+	if err := s.refused(); err != nil {
+		return 0, err
+	}
 	res, err := s.w.ExecContext(ctx, "DELETE FROM records WHERE "+expired("?"), before.UnixMilli())
 	if err != nil {
 		return 0, s.unavailable("purge", err)
@@ -528,6 +660,9 @@ func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, s.unavailable("purge", err)
+	}
+	if err := s.verify(); err != nil {
+		return 0, err
 	}
 	return int(n), nil
 }
