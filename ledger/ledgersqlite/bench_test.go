@@ -25,14 +25,15 @@ func actionKey(i int) string {
 
 // rawStatements are the statements of the raw floor, prepared directly
 // through database/sql on one connection to a file the store created (same
-// schema and PRAGMAs: WAL, synchronous=FULL, busy timeout).
+// schema and PRAGMAs: WAL, synchronous as given, FULL or NORMAL, busy
+// timeout).
 type rawStatements struct {
 	insert, update, conflict, get *sql.Stmt
 }
 
-func openRaw(b *testing.B, path string) rawStatements {
+func openRaw(b *testing.B, path, synchronous string) rawStatements {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous=FULL")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous="+synchronous)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func BenchmarkRawFloor(b *testing.B) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "raw.db")
 	open(b, path, nil).Close() // creates the schema, switches to WAL
-	raw := openRaw(b, path)
+	raw := openRaw(b, path, "FULL")
 	insert, update, conflict, get := raw.insert, raw.update, raw.conflict, raw.get
 	claimArgs := func(key string) []any {
 		now := time.Now()
@@ -211,7 +212,7 @@ func BenchmarkFreshPaired(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "paired.db")
 	s := open(b, path, nil)
 	defer s.Close()
-	rawSQL := openRaw(b, path)
+	rawSQL := openRaw(b, path, "FULL")
 	exec, call, _ := newExecutor(b, s)
 	result := []byte(`{"id":"msg_1"}`)
 	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: result}

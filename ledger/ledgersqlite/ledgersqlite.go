@@ -16,6 +16,22 @@
 // connection (queued in Go, not in SQLite's sleeping busy handler); reads
 // use a small pool of read-only connections.
 //
+// # Group commit
+//
+// One goroutine per Store owns the writing connection. A write (a claim,
+// completion, failure, heartbeat or purge) that finds it idle runs at
+// once, alone, as today's single statement: a lone caller never waits for
+// company. Writes that arrive while a commit is running queue, and the
+// writer takes all of them (up to 256) into the next transaction: one
+// BEGIN IMMEDIATE, their statements in arrival order, one COMMIT, one disk
+// sync. Each write keeps its own answer: a claim that loses to another
+// claim of the same key in its batch is answered with the winner's record,
+// a write of the wrong owner with ledger.ErrNotOwner. A statement or a
+// commit that fails rolls the whole batch back and every write in it
+// reports ledger.ErrUnavailable. Nobody is answered before the commit that
+// holds their write has returned, so every answered write is as durable
+// as the sync mode makes it. Stats reports writes and commits.
+//
 // # Durability
 //
 // PRAGMA synchronous is FULL by default: every commit is synced to disk
@@ -97,6 +113,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -154,7 +171,11 @@ type Store struct {
 	ident    os.FileInfo // of the file at path when it was opened
 	replaced atomic.Bool // the file at path is no longer ident
 
-	claim, complete, fail, extend *sql.Stmt // on w
+	mu     sync.RWMutex // guards closed against the writer's queue
+	closed bool
+	wr     *writer // group commit; nil until Open starts it
+
+	claim, complete, fail, extend *sql.Stmt // on wr.conn
 	blocker, get                  *sql.Stmt // on r
 }
 
@@ -309,23 +330,36 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	readers := max(4, runtime.GOMAXPROCS(0))
 	s.r.SetMaxOpenConns(readers)
 	s.r.SetMaxIdleConns(readers)
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		s.Close()
+		return nil, s.unavailable("open", err)
+	}
+	wr := &writer{conn: conn, ops: make(chan *op, maxBatch), quit: make(chan struct{}), stopped: make(chan struct{}),
+		verify: s.verify, failed: s.unavailable}
+	type preparer interface {
+		PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+	}
 	for _, p := range []struct {
-		db    *sql.DB
+		db    preparer
 		stmt  **sql.Stmt
 		query string
 	}{
-		{s.w, &s.claim, claimSQL},
-		{s.w, &s.complete, completeSQL},
-		{s.w, &s.fail, failSQL},
-		{s.w, &s.extend, extendSQL},
+		{conn, &s.claim, claimSQL},
+		{conn, &s.complete, completeSQL},
+		{conn, &s.fail, failSQL},
+		{conn, &s.extend, extendSQL},
 		{s.r, &s.blocker, blockerSQL},
 		{s.r, &s.get, getSQL},
 	} {
 		if *p.stmt, err = p.db.PrepareContext(ctx, p.query); err != nil {
 			s.Close()
+			conn.Close()
 			return nil, s.unavailable("prepare", err)
 		}
 	}
+	s.wr = wr
+	go wr.loop()
 	return s, nil
 }
 
@@ -439,9 +473,29 @@ func (s *Store) replacedError() error {
 	return fmt.Errorf("%w: %s is no longer the file this store opened; reopen the store", ErrFileReplaced, s.path)
 }
 
-// Close closes the store's connections.
+// Close closes the store's connections. Writes still queued are answered
+// with an error; later calls fail.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if closed {
+		return nil
+	}
 	var errs []error
+	if s.wr != nil {
+		close(s.wr.quit)
+		<-s.wr.stopped
+	}
+	for _, st := range []*sql.Stmt{s.claim, s.complete, s.fail, s.extend, s.blocker, s.get} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if s.wr != nil {
+		errs = append(errs, s.wr.conn.Close())
+	}
 	for _, db := range []*sql.DB{s.w, s.r} {
 		if db != nil {
 			errs = append(errs, db.Close())
@@ -477,9 +531,6 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 			return ledger.ClaimResult{Previous: prev}, err
 		}
 		res, err := s.insert(ctx, &p, now)
-		if err == nil && res.Claimed {
-			err = s.verify()
-		}
 		if err != nil {
 			return ledger.ClaimResult{}, err
 		}
@@ -499,15 +550,19 @@ func (s *Store) insert(ctx context.Context, p *ledger.ClaimParams, now int64) (l
 		st                  string
 		lease, exp, at, upd int64
 	)
-	err := s.claim.QueryRowContext(ctx, p.Key, p.Tool, p.RunID, p.Owner,
-		p.LeaseUntil.UnixMilli(), p.ExpiresAt.UnixMilli(), p.Fingerprint, now,
-	).Scan(&res.Attempt, &st, &prev.Owner, &lease, &exp, &prev.Fingerprint,
-		&prev.Attempt, &at, &prev.Reason, &upd, &prev.Tool, &prev.RunID)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return ledger.ClaimResult{}, nil
-	case err != nil:
-		return ledger.ClaimResult{}, s.unavailable("claim", err)
+	err := s.submit(ctx, "claim", func(ctx context.Context) error {
+		err := s.claim.QueryRowContext(ctx, p.Key, p.Tool, p.RunID, p.Owner,
+			p.LeaseUntil.UnixMilli(), p.ExpiresAt.UnixMilli(), p.Fingerprint, now,
+		).Scan(&res.Attempt, &st, &prev.Owner, &lease, &exp, &prev.Fingerprint,
+			&prev.Attempt, &at, &prev.Reason, &upd, &prev.Tool, &prev.RunID)
+		if errors.Is(err, sql.ErrNoRows) {
+			res.Claimed = false
+			return nil
+		}
+		return err
+	})
+	if err != nil || !res.Claimed {
+		return ledger.ClaimResult{}, err
 	}
 	if st != "" {
 		prev.Key, prev.State = p.Key, ledger.State(st)
@@ -538,21 +593,20 @@ func (s *Store) write(ctx context.Context, op string, stmt *sql.Stmt, key, owner
 	if key == "" || owner == "" {
 		return fmt.Errorf("ledgersqlite: %s: %w: key and owner are required", op, ledger.ErrInvalid)
 	}
-	if err := s.refused(); err != nil {
-		return err
-	}
-	res, err := stmt.ExecContext(ctx, append([]any{key, owner}, args...)...)
-	if err != nil {
-		return s.unavailable(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return s.unavailable(op, err)
-	}
-	if n == 0 {
-		return ledger.ErrNotOwner
-	}
-	return s.verify()
+	return s.submit(ctx, op, func(ctx context.Context) error {
+		res, err := stmt.ExecContext(ctx, append([]any{key, owner}, args...)...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return ledger.ErrNotOwner
+		}
+		return nil
+	})
 }
 
 // Complete implements ledger.Store.
@@ -650,18 +704,15 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 // Purge implements ledger.Purger. It scans the table: expiry is not
 // indexed, to keep claims cheap.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
-	if err := s.refused(); err != nil {
-		return 0, err
-	}
-	res, err := s.w.ExecContext(ctx, "DELETE FROM records WHERE "+expired("?"), before.UnixMilli())
+	var n int64
+	err := s.submit(ctx, "purge", func(ctx context.Context) error {
+		res, err := s.wr.conn.ExecContext(ctx, "DELETE FROM records WHERE "+expired("?"), before.UnixMilli())
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		return err
+	})
 	if err != nil {
-		return 0, s.unavailable("purge", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, s.unavailable("purge", err)
-	}
-	if err := s.verify(); err != nil {
 		return 0, err
 	}
 	return int(n), nil
