@@ -270,3 +270,59 @@ func (*childT) Error(args ...any) {
 	fmt.Fprintln(os.Stderr, args...)
 	os.Exit(1)
 }
+
+// Purge deletes in chunks: over more records than one chunk holds, it
+// deletes exactly the expired ones, and the others stay.
+func TestPurgeInChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "purge.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	const n = 2500 // two and a half chunks
+	expired, pending := 0, 0
+	for i := range n {
+		state, exp := "done", now.Add(time.Hour)
+		switch i % 3 {
+		case 0:
+			exp = now.Add(-time.Hour)
+			expired++
+		case 1:
+			state, exp = "pending", now.Add(-time.Hour) // never expires
+			pending++
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at,
+			fingerprint, attempt, attempt_at, updated_at) VALUES (?, 't', 'r', ?, 'o', ?, ?, 'fp', 1, ?, ?)`,
+			actionKey(i), state, now.Add(-2*time.Hour).UnixMilli(), exp.UnixMilli(), now.UnixMilli(), now.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Purge(ctx, now)
+	if err != nil || got != expired {
+		t.Fatalf("Purge = %d, %v; want %d", got, err, expired)
+	}
+	if st := s.Stats(); st.Writes < 3 {
+		t.Errorf("Purge of %d records took %d writes, want one per chunk (at least 3)", n, st.Writes)
+	}
+	var left, leftPending int
+	if err := db.QueryRowContext(ctx, "SELECT count(*), count(*) FILTER (WHERE state = 'pending') FROM records").Scan(&left, &leftPending); err != nil {
+		t.Fatal(err)
+	}
+	if left != n-expired || leftPending != pending {
+		t.Errorf("after Purge: %d records (%d pending), want %d (%d pending)", left, leftPending, n-expired, pending)
+	}
+}

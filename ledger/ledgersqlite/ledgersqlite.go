@@ -701,21 +701,47 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	return out, nil
 }
 
-// Purge implements ledger.Purger. It scans the table: expiry is not
-// indexed, to keep claims cheap.
+// purgeChunk bounds the records one write of Purge looks at, so that
+// claims queued behind it wait milliseconds, not the whole purge.
+const purgeChunk = 1000
+
+// Purge implements ledger.Purger. It walks the table in key order, in
+// chunks of purgeChunk keys, and deletes the expired records of each chunk
+// in a write of its own (expiry is not indexed, to keep claims cheap, so a
+// single DELETE would scan the whole table under the write lock). Writes of
+// other callers run between the chunks.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
-	var n int64
-	err := s.submit(ctx, "purge", func(ctx context.Context) error {
-		res, err := s.wr.conn.ExecContext(ctx, "DELETE FROM records WHERE "+expired("?"), before.UnixMilli())
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		return err
-	})
-	if err != nil {
+	if err := s.refused(); err != nil {
 		return 0, err
 	}
-	return int(n), nil
+	total, from := 0, ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var upto sql.NullString
+		if err := s.r.QueryRowContext(ctx, "SELECT max(key) FROM (SELECT key FROM records WHERE key > ? ORDER BY key LIMIT ?)",
+			from, purgeChunk).Scan(&upto); err != nil {
+			return total, s.unavailable("purge", err)
+		}
+		if !upto.Valid {
+			return total, nil
+		}
+		var n int64
+		err := s.submit(ctx, "purge", func(ctx context.Context) error {
+			res, err := s.wr.conn.ExecContext(ctx, "DELETE FROM records WHERE key > ?1 AND key <= ?2 AND "+expired("?3"),
+				from, upto.String, before.UnixMilli())
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		from = upto.String
+	}
 }
 
 func fromMilli(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
