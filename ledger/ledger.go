@@ -72,6 +72,10 @@ var (
 	// ErrUnavailable: the store could not be reached or did not answer.
 	// Whether a write took effect is unknown.
 	ErrUnavailable = errors.New("ledger: unavailable")
+	// ErrConfig: the store cannot work as configured (a path that names no
+	// usable file, a location that cannot be written). Retrying does not
+	// help; the program's configuration must change. Nothing was written.
+	ErrConfig = errors.New("ledger: configuration")
 )
 
 // Record is one action's entry in the ledger. The raw tool input is never
@@ -104,8 +108,17 @@ type Record struct {
 	UpdatedAt time.Time
 }
 
-// Expired reports whether the record's retention has run out at now.
-func (r *Record) Expired(now time.Time) bool { return !now.Before(r.ExpiresAt) }
+// Expired reports whether the record counts as absent at now: it is
+// settled (done, failed or uncertain) and its retention has run out.
+//
+// A pending record never expires, whatever its ExpiresAt: while its lease
+// is live its owner may be acting, and once the lease has lapsed its effect
+// may exist, so only a claim that reconciles first (ClaimResult.Previous
+// set) or Resolve may settle it. Retention starts to count again once the
+// record is settled.
+func (r *Record) Expired(now time.Time) bool {
+	return r.State != StatePending && !now.Before(r.ExpiresAt)
+}
 
 // LeaseExpired reports whether a pending record's claim has lapsed at now.
 func (r *Record) LeaseExpired(now time.Time) bool { return !now.Before(r.LeaseUntil) }
@@ -223,7 +236,7 @@ func (f Failure) Validate() error {
 }
 
 // Filter selects records for List. Zero fields match everything; expired
-// records are never listed.
+// records (Record.Expired) are never listed, pending ones always can be.
 type Filter struct {
 	State State
 	RunID string
@@ -245,22 +258,34 @@ func (f Filter) Matches(r *Record, now time.Time) bool {
 
 // Store is a durable ledger of action records.
 //
-// Claim succeeds when the key is absent, its record expired (retention),
-// failed, or pending with a lapsed lease, or uncertain; an uncertain or
-// abandoned pending record is only taken over by a claim with the same
-// fingerprint (another action under the same key is a conflict, not a
-// retry). A failed claim returns the blocking record in the same call.
-// The attempt number of a record is kept by claims and advanced by
-// Fail with Definite set.
+// Claim succeeds when the key is absent, its record expired (see
+// Record.Expired: settled and past its retention), failed, or pending with
+// a lapsed lease, or uncertain; an uncertain or abandoned pending record is
+// only taken over by a claim with the same fingerprint (another action
+// under the same key is a conflict, not a retry). A claim over an expired
+// record behaves as over an absent key (Previous nil); a takeover of a
+// failed, uncertain or abandoned pending record reports it in Previous, so
+// that ClaimResult.MustReconcile tells the caller to ask the provider
+// first. A pending record never expires: one whose retention has run out
+// while its lease is live blocks claims, and one whose lease has lapsed too
+// is taken over like any abandoned claim, never replaced as absent. A
+// failed claim returns the blocking record in the same call. The attempt
+// number of a record is kept by claims and advanced by Fail with Definite
+// set.
 //
-// Complete, Fail and Extend succeed only while the record is pending, live,
-// and owned by owner; otherwise they return ErrNotOwner and change nothing.
+// Complete, Fail and Extend succeed only while the record is pending and
+// owned by owner; otherwise they return ErrNotOwner and change nothing.
 // Complete and Fail release the lease (LeaseUntil becomes the time of the
-// write).
+// write). Extend moves the lease and raises ExpiresAt to at least the new
+// lease end (never lowering it), so that retention (and a store's own
+// deletion of expired records, such as DynamoDB's TTL) never outruns a
+// live claim.
 //
-// Get and List treat expired records as absent. Every method is safe for
-// concurrent use, also from several processes where the backend is shared.
-// Errors reaching the backend wrap ErrUnavailable.
+// Get and List treat expired records as absent and return pending ones.
+// Every method is safe for concurrent use, also from several processes
+// where the backend is shared. Errors reaching the backend wrap
+// ErrUnavailable; a store that cannot work as configured returns ErrConfig
+// from its constructor.
 type Store interface {
 	Claim(ctx context.Context, p ClaimParams) (ClaimResult, error)
 	Complete(ctx context.Context, key, owner string, c Completion) error
@@ -273,8 +298,9 @@ type Store interface {
 // Purger is implemented by stores that delete expired records on request
 // (SQL stores; DynamoDB deletes them through its TTL).
 type Purger interface {
-	// Purge deletes records that expired before the given time and reports
-	// how many it deleted.
+	// Purge deletes the records expired at the given time (Record.Expired:
+	// settled, with ExpiresAt not after it; never a pending record) and
+	// reports how many it deleted.
 	Purge(ctx context.Context, before time.Time) (int, error)
 }
 

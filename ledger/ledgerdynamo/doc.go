@@ -44,18 +44,34 @@
 // attempt_at) and a PutItem
 // replaces the whole item. The condition: the key is absent, or the live
 // record is failed, or it is uncertain or pending with a lapsed lease and has
-// the same fingerprint. ReturnValues=ALL_OLD gives the record taken over;
-// ReturnValuesOnConditionCheckFailure=ALL_OLD gives the blocking record in
-// the same round trip. Servers that do not return it (dynalite) cost one
-// consistent GetItem more. A record whose retention has run out but that TTL
-// has not deleted yet (TTL lags by up to about two days) is replaced by a
-// second conditional write that restarts the attempt number, as over an
+// the same fingerprint. In words:
+//
+//	attribute_not_exists(pk)
+//	OR state = failed AND expires_at > :now_s
+//	OR state = uncertain AND fingerprint = :fp AND expires_at > :now_s
+//	OR state = pending AND lease_until <= :now_ms AND fingerprint = :fp
+//
+// A pending record never expires (ledger.Record.Expired): an abandoned one
+// whose retention has run out is taken over like any abandoned claim and
+// returned, so that the caller reconciles first. ReturnValues=ALL_OLD gives
+// the record taken over; ReturnValuesOnConditionCheckFailure=ALL_OLD gives
+// the blocking record in the same round trip. Servers that do not return it
+// (dynalite) cost one consistent GetItem more. A settled record whose
+// retention has run out but that TTL has not deleted yet (TTL lags by up to
+// about two days) is replaced by a second conditional write (absent, or
+// expired and not pending) that restarts the attempt number, as over an
 // absent key.
 //
-// Complete, Fail and Extend are UpdateItems conditional on owner, state
-// pending and expires_at in the future; a false condition is
-// ledger.ErrNotOwner. Get is a consistent GetItem, List a Query on the index
-// (eventually consistent); both treat expired records as absent.
+// Complete, Fail and Extend are UpdateItems conditional on owner and state
+// pending; a false condition is ledger.ErrNotOwner. Extend also raises
+// expires_at to the new lease end, rounded up to the second, so TTL never
+// deletes a live claim: expressions have no maximum, so a first request
+// moves the lease on condition that expires_at is already beyond it, and
+// only when it is not does a second one raise both. TTL does delete an
+// abandoned claim once its retention has passed; run the sweeper
+// (package reconcile) well within the retention so that abandoned claims
+// are reconciled before that. Get is a consistent GetItem, List a Query on
+// the index (eventually consistent); both treat expired records as absent.
 //
 // # Retries
 //

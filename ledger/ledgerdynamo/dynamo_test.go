@@ -82,6 +82,28 @@ func TestRequestsOnTheWire(t *testing.T) {
 	if rec, err := store.Get(ctx, r.Key); err != nil || rec.Attempt != 1 || !rec.AttemptAt.Equal(clock.Now()) || rec.Owner != r.Owner {
 		t.Errorf("record after the claim over an expired one = %+v, %v", rec, err)
 	}
+
+	// A heartbeat is one request while expires_at is beyond the new lease,
+	// two when the lease outruns it: the second raises expires_at (the TTL
+	// attribute) to the lease end, rounded up to the second.
+	e := params("k-extend", "owner-a")
+	e.LeaseUntil, e.ExpiresAt = clock.Now().Add(time.Minute), clock.Now().Add(time.Hour)
+	if _, err := store.Claim(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	c.take()
+	if err := store.Extend(ctx, e.Key, e.Owner, clock.Now().Add(30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	want("Extend within the expiry", map[string]int{"UpdateItem": 1})
+	lease := clock.Now().Add(2*time.Hour + 500*time.Millisecond)
+	if err := store.Extend(ctx, e.Key, e.Owner, lease); err != nil {
+		t.Fatal(err)
+	}
+	want("Extend beyond the expiry", map[string]int{"UpdateItem": 2})
+	if rec, err := store.Get(ctx, e.Key); err != nil || !rec.LeaseUntil.Equal(lease) || !rec.ExpiresAt.Equal(lease.Truncate(time.Second).Add(time.Second)) {
+		t.Errorf("record after Extend beyond the expiry = %+v, %v; want lease %v and expires_at rounded up", rec, err, lease)
+	}
 }
 
 // The largest record the ledger limits allow fits a DynamoDB item.

@@ -51,6 +51,14 @@ func keyOf(key string) item { return item{attrKey: sv(key)} }
 func millis(t time.Time) int64  { return t.UnixMilli() }
 func seconds(t time.Time) int64 { return t.Unix() }
 
+// ceilSeconds is t in whole seconds, rounded up.
+func ceilSeconds(t time.Time) int64 {
+	if s := t.Unix(); t.After(time.Unix(s, 0)) {
+		return s + 1
+	}
+	return t.Unix()
+}
+
 // nameRE finds the #name placeholders of an expression; every placeholder
 // is the attribute name it stands for, prefixed with '#'.
 var nameRE = regexp.MustCompile(`#[a-z_]+`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -148,10 +149,12 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, fresh bool) *dyn
 	attempts := "#attempts = if_not_exists(#attempts, :one), #attempt_at = if_not_exists(#attempt_at, :now_ms)"
 	// In disjunctive form, without parentheses (AND binds tighter than OR):
 	// dynalite's parser takes tens of milliseconds over nested ones.
+	// A pending record never expires: an abandoned one is taken over (and
+	// returned, so that the caller reconciles) whatever its expires_at.
 	cond := "attribute_not_exists(#pk)" +
 		" OR #state = :failed AND #expires_at > :now_s" +
 		" OR #state = :uncertain AND #fingerprint = :fp AND #expires_at > :now_s" +
-		" OR #state = :pending AND #lease_until <= :now_ms AND #fingerprint = :fp AND #expires_at > :now_s"
+		" OR #state = :pending AND #lease_until <= :now_ms AND #fingerprint = :fp"
 	values := item{
 		":pending": sv(string(ledger.StatePending)), ":owner": sv(p.Owner), ":lease": nv(millis(p.LeaseUntil)),
 		":exp": nv(seconds(p.ExpiresAt)), ":fp": sv(p.Fingerprint), ":tool": sv(p.Tool), ":run": sv(p.RunID),
@@ -160,7 +163,7 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, fresh bool) *dyn
 	}
 	if fresh {
 		attempts = "#attempts = :one, #attempt_at = :now_ms"
-		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s"
+		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s AND #state <> :pending"
 		delete(values, ":failed")
 		delete(values, ":uncertain")
 	}
@@ -237,7 +240,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 		set += ", #result = :result"
 		values[":result"] = &types.AttributeValueMemberB{Value: c.Result}
 	}
-	return s.settle(ctx, "complete", key, owner, set, values, func(r *ledger.Record) bool {
+	return s.settle(ctx, "complete", key, owner, set, "", values, func(r *ledger.Record) bool {
 		return r.State == ledger.StateDone
 	})
 }
@@ -261,36 +264,45 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 		set += ", #reason = :reason"
 		values[":reason"] = sv(f.Reason)
 	}
-	return s.settle(ctx, "fail", key, owner, set, values, func(r *ledger.Record) bool {
+	return s.settle(ctx, "fail", key, owner, set, "", values, func(r *ledger.Record) bool {
 		return r.State == state
 	})
 }
 
-// Extend moves the lease of a pending record the owner holds.
+// Extend moves the lease of a pending record the owner holds, and raises
+// expires_at to the new lease end (in whole seconds, rounded up) so that
+// TTL never deletes a live claim. An expression cannot take a maximum, so
+// the first request moves the lease where the expiry is already beyond it
+// (the usual case); where it is not, a second one raises both.
 func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
 	if leaseUntil.IsZero() {
 		return fmt.Errorf("%w: lease is required", ledger.ErrInvalid)
 	}
-	lease := millis(leaseUntil)
-	set := "SET #lease_until = :lease, #updated_at = :now_ms"
-	values := item{":lease": nv(lease)}
-	return s.settle(ctx, "extend", key, owner, set, values, func(r *ledger.Record) bool {
-		return r.State == ledger.StatePending && millis(r.LeaseUntil) == lease
-	})
+	lease, exp := millis(leaseUntil), ceilSeconds(leaseUntil)
+	landed := func(r *ledger.Record) bool {
+		return r.State == ledger.StatePending && millis(r.LeaseUntil) == lease && seconds(r.ExpiresAt) >= exp
+	}
+	err := s.settle(ctx, "extend", key, owner, "SET #lease_until = :lease, #updated_at = :now_ms",
+		" AND #expires_at >= :exp", item{":lease": nv(lease), ":exp": nv(exp)}, landed)
+	if !errors.Is(err, ledger.ErrNotOwner) {
+		return err
+	}
+	return s.settle(ctx, "extend", key, owner, "SET #lease_until = :lease, #expires_at = :exp, #updated_at = :now_ms",
+		" AND #expires_at < :exp", item{":lease": nv(lease), ":exp": nv(exp)}, landed)
 }
 
-// settle runs an update conditional on the owner holding the live pending
-// record. A false condition is ErrNotOwner, except when an attempt whose
-// answer was lost had already written it: landed tells from the record.
-func (s *Store) settle(ctx context.Context, op, key, owner, set string, values item, landed func(*ledger.Record) bool) error {
+// settle runs an update conditional on the owner holding the pending
+// record (and on extra, when set). A false condition is ErrNotOwner, except
+// when an attempt whose answer was lost had already written it: landed
+// tells from the record.
+func (s *Store) settle(ctx context.Context, op, key, owner, set, extra string, values item, landed func(*ledger.Record) bool) error {
 	if key == "" || owner == "" {
 		return fmt.Errorf("%w: key and owner are required", ledger.ErrInvalid)
 	}
 	now := s.cfg.Clock.Now()
-	cond := "#owner = :owner AND #state = :pending AND #expires_at > :now_s"
+	cond := "#owner = :owner AND #state = :pending" + extra
 	values[":owner"] = sv(owner)
 	values[":pending"] = sv(string(ledger.StatePending))
-	values[":now_s"] = nv(seconds(now))
 	values[":now_ms"] = nv(millis(now))
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
@@ -314,7 +326,7 @@ func (s *Store) settle(ctx context.Context, op, key, owner, set string, values i
 		if err != nil {
 			return err
 		}
-		if rec != nil && rec.Owner == owner && !rec.Expired(now) && landed(rec) {
+		if rec != nil && rec.Owner == owner && landed(rec) {
 			return nil
 		}
 	}
@@ -355,8 +367,8 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	}
 	now := s.cfg.Clock.Now()
 	keyCond := "#state = :state"
-	filter := "#expires_at > :now_s"
-	values := item{":now_s": nv(seconds(now))}
+	var filters []string
+	values := item{}
 	if !f.LeaseBefore.IsZero() {
 		// lease_until < LeaseBefore, at millisecond precision: a stored
 		// millisecond m is before t exactly when m < ceil_ms(t).
@@ -368,19 +380,27 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		values[":before"] = nv(before)
 	}
 	if f.RunID != "" {
-		filter += " AND #run_id = :run"
+		filters = append(filters, "#run_id = :run")
 		values[":run"] = sv(f.RunID)
 	}
 	var recs []ledger.Record
 	for _, state := range states {
 		values[":state"] = sv(string(state))
+		// A pending record never expires; the others are absent once
+		// their retention has run out.
+		filter := strings.Join(filters, " AND ")
+		delete(values, ":now_s")
+		if state != ledger.StatePending {
+			filter = strings.Join(append([]string{"#expires_at > :now_s"}, filters...), " AND ")
+			values[":now_s"] = nv(seconds(now))
+		}
 		var start item
 		for len(recs) < limit {
 			in := &dynamodb.QueryInput{
 				TableName:                 aws.String(s.table),
 				IndexName:                 aws.String(IndexName),
 				KeyConditionExpression:    aws.String(keyCond),
-				FilterExpression:          aws.String(filter),
+				FilterExpression:          optional(filter),
 				ExpressionAttributeNames:  names(keyCond, filter),
 				ExpressionAttributeValues: values,
 				ExclusiveStartKey:         start,
@@ -410,4 +430,12 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		}
 	}
 	return recs, nil
+}
+
+// optional returns nil for an empty expression, which DynamoDB refuses.
+func optional(expr string) *string {
+	if expr == "" {
+		return nil
+	}
+	return aws.String(expr)
 }

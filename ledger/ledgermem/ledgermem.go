@@ -116,7 +116,14 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	return ledger.ClaimResult{Claimed: true, Attempt: attempt, Previous: prev}, nil
 }
 
-// update applies fn to the live pending record key owned by owner, or
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// update applies fn to the pending record key owned by owner, or
 // returns ledger.ErrNotOwner.
 func (s *Store) update(ctx context.Context, key, owner string, fn func(r *ledger.Record, now time.Time)) error {
 	if key == "" || owner == "" {
@@ -129,7 +136,7 @@ func (s *Store) update(ctx context.Context, key, owner string, fn func(r *ledger
 	defer s.mu.Unlock()
 	now := s.now()
 	r := s.records[key]
-	if r == nil || r.Owner != owner || r.State != ledger.StatePending || r.Expired(now) {
+	if r == nil || r.Owner != owner || r.State != ledger.StatePending {
 		return ledger.ErrNotOwner
 	}
 	fn(r, now)
@@ -171,6 +178,7 @@ func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.T
 	}
 	return s.update(ctx, key, owner, func(r *ledger.Record, _ time.Time) {
 		r.LeaseUntil = ms(leaseUntil)
+		r.ExpiresAt = maxTime(r.ExpiresAt, r.LeaseUntil)
 	})
 }
 

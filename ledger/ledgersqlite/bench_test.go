@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,14 +25,15 @@ func actionKey(i int) string {
 
 // rawStatements are the statements of the raw floor, prepared directly
 // through database/sql on one connection to a file the store created (same
-// schema and PRAGMAs: WAL, synchronous=FULL, busy timeout).
+// schema and PRAGMAs: WAL, synchronous as given, FULL or NORMAL, busy
+// timeout).
 type rawStatements struct {
 	insert, update, conflict, get *sql.Stmt
 }
 
-func openRaw(b *testing.B, path string) rawStatements {
+func openRaw(b *testing.B, path, synchronous string) rawStatements {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous=FULL")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous="+synchronous)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -57,21 +59,24 @@ func openRaw(b *testing.B, path string) rawStatements {
 }
 
 // newExecutor returns an executor on s with a send_reply tool that only
-// reports an effect, and a builder of its calls.
-func newExecutor(b *testing.B, s ledger.Store) (*client.Executor, func(ticket string) client.Call) {
+// reports an effect (and counts its runs in the returned counter), and a
+// builder of its calls.
+func newExecutor(tb testing.TB, s ledger.Store) (*client.Executor, func(ticket string) client.Call, *atomic.Int64) {
 	exec := client.New(s, nil)
+	runs := new(atomic.Int64)
 	if err := exec.Register(client.Tool{
 		Name:     "send_reply",
 		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
 		Run: func(context.Context, client.Invocation) (client.Effect, error) {
+			runs.Add(1)
 			return client.Effect{Summary: "sent", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
 		},
 	}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return exec, func(ticket string) client.Call {
 		return client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + ticket + `","text":"Your refund is on its way."}`)}
-	}
+	}, runs
 }
 
 // The raw floor: the statements a claim and a completion need, issued
@@ -81,7 +86,7 @@ func BenchmarkRawFloor(b *testing.B) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "raw.db")
 	open(b, path, nil).Close() // creates the schema, switches to WAL
-	raw := openRaw(b, path)
+	raw := openRaw(b, path, "FULL")
 	insert, update, conflict, get := raw.insert, raw.update, raw.conflict, raw.get
 	claimArgs := func(key string) []any {
 		now := time.Now()
@@ -176,7 +181,7 @@ func BenchmarkExecute(b *testing.B) {
 	ctx := context.Background()
 	s := open(b, filepath.Join(b.TempDir(), "exec.db"), nil)
 	defer s.Close()
-	exec, call := newExecutor(b, s)
+	exec, call, _ := newExecutor(b, s)
 	if r, err := exec.Execute(ctx, "run-1", call("replay")); err != nil || r.Outcome != client.Executed {
 		b.Fatal(r, err)
 	}
@@ -207,8 +212,8 @@ func BenchmarkFreshPaired(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "paired.db")
 	s := open(b, path, nil)
 	defer s.Close()
-	rawSQL := openRaw(b, path)
-	exec, call := newExecutor(b, s)
+	rawSQL := openRaw(b, path, "FULL")
+	exec, call, _ := newExecutor(b, s)
 	result := []byte(`{"id":"msg_1"}`)
 	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: result}
 	var raw, store, execute time.Duration

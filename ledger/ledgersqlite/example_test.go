@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
@@ -58,4 +60,44 @@ func Example() {
 	// Output:
 	// claimed: true attempt: 1
 	// claimed: false previous: done refunded 10.00 EUR re_1
+}
+
+// Claims from many goroutines share commits: those that arrive while a
+// commit is running are written together, with one disk sync, and each
+// caller still gets its own answer.
+func ExampleStore_Stats() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ledger")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	store, err := ledgersqlite.Open(ctx, filepath.Join(dir, "ledger.db"), nil)
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+
+	var wg sync.WaitGroup
+	claimed := make([]bool, 16)
+	for i := range claimed {
+		wg.Go(func() {
+			now := time.Now()
+			res, err := store.Claim(ctx, ledger.ClaimParams{
+				Key: fmt.Sprintf("send_reply/ticket-%d", i), Tool: "send_reply", RunID: "run-1",
+				Owner: fmt.Sprintf("owner-%d", i), LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(24 * time.Hour),
+			})
+			if err != nil {
+				panic(err)
+			}
+			claimed[i] = res.Claimed
+		})
+	}
+	wg.Wait()
+	st := store.Stats()
+	fmt.Println("all claimed:", !slices.Contains(claimed, false))
+	fmt.Println("writes:", st.Writes, "in no more commits:", st.Commits <= st.Writes)
+	// Output:
+	// all claimed: true
+	// writes: 16 in no more commits: true
 }

@@ -16,6 +16,22 @@
 // connection (queued in Go, not in SQLite's sleeping busy handler); reads
 // use a small pool of read-only connections.
 //
+// # Group commit
+//
+// One goroutine per Store owns the writing connection. A write (a claim,
+// completion, failure, heartbeat or purge) that finds it idle runs at
+// once, alone, as today's single statement: a lone caller never waits for
+// company. Writes that arrive while a commit is running queue, and the
+// writer takes all of them (up to 256) into the next transaction: one
+// BEGIN IMMEDIATE, their statements in arrival order, one COMMIT, one disk
+// sync. Each write keeps its own answer: a claim that loses to another
+// claim of the same key in its batch is answered with the winner's record,
+// a write of the wrong owner with ledger.ErrNotOwner. A statement or a
+// commit that fails rolls the whole batch back and every write in it
+// reports ledger.ErrUnavailable. Nobody is answered before the commit that
+// holds their write has returned, so every answered write is as durable
+// as the sync mode makes it. Stats reports writes and commits.
+//
 // # Durability
 //
 // PRAGMA synchronous is FULL by default: every commit is synced to disk
@@ -25,6 +41,27 @@
 // a lost done record means the action can run again: a repeated effect.
 // Choose SyncNormal only where the providers deduplicate by the downstream
 // key themselves, or where a repeat is acceptable.
+//
+// # A removed or replaced file
+//
+// A Store keeps working on the file it opened even after that file is
+// removed from its directory (a temporary-file cleaner, an operator), while
+// another Store opening the path would start a new, empty ledger: actions
+// already done would run again, and one action could run in both. So Open
+// notes the identity (device and inode) of the file at the path, and every
+// write, once SQLite has committed it, checks that the path still names
+// that file (one stat of the path, about a microsecond beside a synced
+// commit). When it does not, the write reports ErrFileReplaced (a
+// ledger.ErrUnavailable: the caller runs nothing) and so does every later
+// call. Claims answered by a read alone (replays) skip the check: they
+// report what the ledger recorded.
+//
+// # Configuration errors
+//
+// Open reports what no retry can fix as ledger.ErrConfig, naming the path:
+// a directory that does not exist, a path that is a directory, a file that
+// is not an SQLite database, a location where the file (or its -wal and
+// -shm companions) cannot be created or written.
 //
 // # Claim
 //
@@ -70,13 +107,18 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -84,6 +126,13 @@ import (
 // ErrSchemaVersion is returned by Open when the file was written by a newer
 // version of this package.
 var ErrSchemaVersion = errors.New("ledgersqlite: unknown schema version")
+
+// ErrFileReplaced is returned by every call of a Store whose file has been
+// removed or replaced since Open (a temporary-file cleaner, an operator):
+// its writes would land in a file nobody else sees, while other processes
+// open a new, empty ledger at the path. It wraps ledger.ErrUnavailable, so
+// no action runs; the Store stays refused and must be reopened.
+var ErrFileReplaced = fmt.Errorf("ledgersqlite: ledger file removed or replaced: %w", ledger.ErrUnavailable)
 
 // DefaultListLimit is the number of records List returns when the filter
 // sets no Limit.
@@ -118,7 +167,15 @@ type Store struct {
 	clock ledger.Clock
 	w, r  *sql.DB // one writing connection; a pool of read-only ones
 
-	claim, complete, fail, extend *sql.Stmt // on w
+	path     string      // absolute
+	ident    os.FileInfo // of the file at path when it was opened
+	replaced atomic.Bool // the file at path is no longer ident
+
+	mu     sync.RWMutex // guards closed against the writer's queue
+	closed bool
+	wr     *writer // group commit; nil until Open starts it
+
+	claim, complete, fail, extend *sql.Stmt // on wr.conn
 	blocker, get                  *sql.Stmt // on r
 }
 
@@ -164,12 +221,18 @@ CREATE INDEX records_state_lease ON records (state, lease_until);
 CREATE INDEX records_run ON records (run_id);
 `
 
+// expired is the SQL condition of ledger.Record.Expired at now (an SQL
+// parameter): settled and past its retention. A pending row never expires.
+func expired(now string) string {
+	return "(state <> 'pending' AND expires_at <= " + now + ")"
+}
+
 // claimable is the SQL condition under which an existing row gives way to a
 // claim with fingerprint fp at now (both SQL parameters). It mirrors
 // ledger.Store: expired, failed, or (same fingerprint) uncertain or pending
 // with a lapsed lease.
 func claimable(fp, now string) string {
-	return "(expires_at <= " + now + " OR state = 'failed' OR (fingerprint = " + fp +
+	return "(" + expired(now) + " OR state = 'failed' OR (fingerprint = " + fp +
 		" AND (state = 'uncertain' OR (state = 'pending' AND lease_until <= " + now + "))))"
 }
 
@@ -181,13 +244,13 @@ var (
 	claimSQL = `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8)
 ON CONFLICT (key) DO UPDATE SET
-	prev_state = CASE WHEN expires_at <= ?8 THEN '' ELSE state END,
+	prev_state = CASE WHEN ` + expired("?8") + ` THEN '' ELSE state END,
 	prev_owner = owner, prev_lease_until = lease_until, prev_expires_at = expires_at,
 	prev_fingerprint = fingerprint, prev_attempt = attempt, prev_attempt_at = attempt_at, prev_reason = reason,
 	prev_updated_at = updated_at, prev_tool = tool, prev_run_id = run_id,
 	tool = ?2, run_id = ?3, state = 'pending', owner = ?4, lease_until = ?5, expires_at = ?6,
-	fingerprint = ?7, attempt = CASE WHEN expires_at <= ?8 THEN 1 ELSE attempt END,
-	attempt_at = CASE WHEN expires_at <= ?8 THEN ?8 ELSE attempt_at END,
+	fingerprint = ?7, attempt = CASE WHEN ` + expired("?8") + ` THEN 1 ELSE attempt END,
+	attempt_at = CASE WHEN ` + expired("?8") + ` THEN ?8 ELSE attempt_at END,
 	summary = '', ref = '', result = NULL, truncated = 0, reason = '', updated_at = ?8
 WHERE ` + claimable("?7", "?8") + `
 RETURNING attempt, prev_state, prev_owner, prev_lease_until, prev_expires_at, prev_fingerprint,
@@ -197,23 +260,25 @@ RETURNING attempt, prev_state, prev_owner, prev_lease_until, prev_expires_at, pr
 	blockerSQL = `SELECT ` + recordCols + `, ` + claimable("?2", "?3") + ` FROM records WHERE key = ?1`
 
 	// ?1 key ?2 now
-	getSQL = `SELECT ` + recordCols + ` FROM records WHERE key = ?1 AND expires_at > ?2`
+	getSQL = `SELECT ` + recordCols + ` FROM records WHERE key = ?1 AND NOT ` + expired("?2")
 )
 
-// The conditional writes of the owner. ?1 key ?2 owner; the last parameter is now.
+// The conditional writes of the owner. ?1 key ?2 owner; the last parameter
+// is now. Extend raises the expiry to at least the new lease end.
 const (
-	ownedSQL    = ` WHERE key = ?1 AND owner = ?2 AND state = 'pending' AND expires_at > `
+	ownedSQL    = ` WHERE key = ?1 AND owner = ?2 AND state = 'pending'`
 	completeSQL = `UPDATE records SET state = 'done', summary = ?3, ref = ?4, result = ?5, truncated = ?6,
-	reason = '', lease_until = ?7, updated_at = ?7` + ownedSQL + `?7`
+	reason = '', lease_until = ?7, updated_at = ?7` + ownedSQL
 	failSQL = `UPDATE records SET state = ?3, attempt = attempt + ?4,
 	attempt_at = CASE WHEN ?4 = 1 THEN ?6 ELSE attempt_at END, reason = ?5,
-	lease_until = ?6, updated_at = ?6` + ownedSQL + `?6`
-	extendSQL = `UPDATE records SET lease_until = ?3, updated_at = ?4` + ownedSQL + `?4`
+	lease_until = ?6, updated_at = ?6` + ownedSQL
+	extendSQL = `UPDATE records SET lease_until = ?3, expires_at = max(expires_at, ?3), updated_at = ?4` + ownedSQL
 )
 
 // Open opens (creating when missing) the ledger file at path and prepares
 // its schema. path must name a file; several Stores, in one process or in
-// several, may open the same file.
+// several, may open the same file. A path that cannot hold the ledger is
+// refused with ledger.ErrConfig (see the package documentation).
 func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	var c Config
 	if cfg != nil {
@@ -232,6 +297,9 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledgersqlite: %w: %w", ledger.ErrInvalid, err)
 	}
+	if err := checkPath(abs); err != nil {
+		return nil, err
+	}
 	sync := "FULL"
 	if c.Synchronous == SyncNormal {
 		sync = "NORMAL"
@@ -240,7 +308,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(abs)) +
 		"?_busy_timeout=" + strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10) + "&_synchronous=" + sync
 
-	s := &Store{clock: c.Clock}
+	s := &Store{clock: c.Clock, path: abs}
 	if s.w, err = sql.Open("sqlite", dsn); err != nil {
 		return nil, s.unavailable("open", err)
 	}
@@ -249,6 +317,12 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	// The file SQLite holds open is the one at the path now; every write
+	// checks that it still is.
+	if s.ident, err = os.Stat(abs); err != nil {
+		s.Close()
+		return nil, s.openError(err)
+	}
 	if s.r, err = sql.Open("sqlite", dsn+"&_query_only=1"); err != nil {
 		s.Close()
 		return nil, s.unavailable("open", err)
@@ -256,23 +330,36 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	readers := max(4, runtime.GOMAXPROCS(0))
 	s.r.SetMaxOpenConns(readers)
 	s.r.SetMaxIdleConns(readers)
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		s.Close()
+		return nil, s.unavailable("open", err)
+	}
+	wr := &writer{conn: conn, ops: make(chan *op, maxBatch), quit: make(chan struct{}), stopped: make(chan struct{}),
+		verify: s.verify, failed: s.unavailable}
+	type preparer interface {
+		PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+	}
 	for _, p := range []struct {
-		db    *sql.DB
+		db    preparer
 		stmt  **sql.Stmt
 		query string
 	}{
-		{s.w, &s.claim, claimSQL},
-		{s.w, &s.complete, completeSQL},
-		{s.w, &s.fail, failSQL},
-		{s.w, &s.extend, extendSQL},
+		{conn, &s.claim, claimSQL},
+		{conn, &s.complete, completeSQL},
+		{conn, &s.fail, failSQL},
+		{conn, &s.extend, extendSQL},
 		{s.r, &s.blocker, blockerSQL},
 		{s.r, &s.get, getSQL},
 	} {
 		if *p.stmt, err = p.db.PrepareContext(ctx, p.query); err != nil {
 			s.Close()
+			conn.Close()
 			return nil, s.unavailable("prepare", err)
 		}
 	}
+	s.wr = wr
+	go wr.loop()
 	return s, nil
 }
 
@@ -281,18 +368,18 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 func (s *Store) migrate(ctx context.Context) (err error) {
 	conn, err := s.w.Conn(ctx)
 	if err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	defer conn.Close()
 	var mode string
 	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	if !strings.EqualFold(mode, "wal") {
-		return fmt.Errorf("ledgersqlite: %w: the file cannot use WAL (journal mode %q)", ledger.ErrUnavailable, mode)
+		return fmt.Errorf("ledgersqlite: open %s: %w: the file cannot use WAL (journal mode %q)", s.path, ledger.ErrConfig, mode)
 	}
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	defer func() {
 		if err != nil {
@@ -301,7 +388,7 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	}()
 	var version int
 	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	switch version {
 	case schemaVersion:
@@ -316,14 +403,99 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		return fmt.Errorf("%w %d (this package knows %d)", ErrSchemaVersion, version, schemaVersion)
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return s.unavailable("open", err)
+		return s.openError(err)
 	}
 	return nil
 }
 
-// Close closes the store's connections.
+// checkPath refuses, as configuration errors, paths that cannot hold the
+// ledger file: a directory, or a file in a directory that does not exist.
+// SQLite reports the rest (see openError).
+func checkPath(abs string) error {
+	fi, err := os.Stat(abs)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("ledgersqlite: open %s: %w: it is a directory, not a file", abs, ledger.ErrConfig)
+	case err == nil || !errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	dir := filepath.Dir(abs)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("ledgersqlite: open %s: %w: directory %s does not exist", abs, ledger.ErrConfig, dir)
+	}
+	return nil
+}
+
+// openError classifies an error met while opening the file, naming the
+// path: what no retry can fix (the file is not a database, or the location
+// cannot be created or written) is ledger.ErrConfig; anything else (busy,
+// I/O) is ledger.ErrUnavailable.
+func (s *Store) openError(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT:
+			return fmt.Errorf("ledgersqlite: open %s: %w: not a ledger file: %w", s.path, ledger.ErrConfig, err)
+		case sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM:
+			return fmt.Errorf("ledgersqlite: open %s: %w: the file, or its -wal and -shm beside it, cannot be created or written there: %w",
+				s.path, ledger.ErrConfig, err)
+		}
+	}
+	return fmt.Errorf("ledgersqlite: open %s: %w: %w", s.path, ledger.ErrUnavailable, err)
+}
+
+// refused returns ErrFileReplaced once a write found the file replaced.
+func (s *Store) refused() error {
+	if s.replaced.Load() {
+		return s.replacedError()
+	}
+	return nil
+}
+
+// verify checks, after a write, that the file at the path is still the one
+// the store opened, so that a write that landed in a removed file never
+// counts. Once it is not, every call of the store fails.
+func (s *Store) verify() error {
+	if !s.replaced.Load() {
+		fi, err := os.Stat(s.path)
+		switch {
+		case err == nil && os.SameFile(fi, s.ident):
+			return nil
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return s.unavailable("check file", err)
+		}
+		s.replaced.Store(true)
+	}
+	return s.replacedError()
+}
+
+func (s *Store) replacedError() error {
+	return fmt.Errorf("%w: %s is no longer the file this store opened; reopen the store", ErrFileReplaced, s.path)
+}
+
+// Close closes the store's connections. Writes still queued are answered
+// with an error; later calls fail.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if closed {
+		return nil
+	}
 	var errs []error
+	if s.wr != nil {
+		close(s.wr.quit)
+		<-s.wr.stopped
+	}
+	for _, st := range []*sql.Stmt{s.claim, s.complete, s.fail, s.extend, s.blocker, s.get} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	if s.wr != nil {
+		errs = append(errs, s.wr.conn.Close())
+	}
 	for _, db := range []*sql.DB{s.w, s.r} {
 		if db != nil {
 			errs = append(errs, db.Close())
@@ -348,6 +520,9 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	if err := p.Validate(); err != nil {
 		return ledger.ClaimResult{}, err
 	}
+	if err := s.refused(); err != nil {
+		return ledger.ClaimResult{}, err
+	}
 	now := s.clock.Now().UnixMilli()
 	for range claimRounds {
 		// A replay is answered by a read, without the write lock.
@@ -356,8 +531,11 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 			return ledger.ClaimResult{Previous: prev}, err
 		}
 		res, err := s.insert(ctx, &p, now)
-		if err != nil || res.Claimed {
-			return res, err
+		if err != nil {
+			return ledger.ClaimResult{}, err
+		}
+		if res.Claimed {
+			return res, nil
 		}
 		// Another claim won between the two statements: read its record.
 	}
@@ -372,15 +550,19 @@ func (s *Store) insert(ctx context.Context, p *ledger.ClaimParams, now int64) (l
 		st                  string
 		lease, exp, at, upd int64
 	)
-	err := s.claim.QueryRowContext(ctx, p.Key, p.Tool, p.RunID, p.Owner,
-		p.LeaseUntil.UnixMilli(), p.ExpiresAt.UnixMilli(), p.Fingerprint, now,
-	).Scan(&res.Attempt, &st, &prev.Owner, &lease, &exp, &prev.Fingerprint,
-		&prev.Attempt, &at, &prev.Reason, &upd, &prev.Tool, &prev.RunID)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return ledger.ClaimResult{}, nil
-	case err != nil:
-		return ledger.ClaimResult{}, s.unavailable("claim", err)
+	err := s.submit(ctx, "claim", func(ctx context.Context) error {
+		err := s.claim.QueryRowContext(ctx, p.Key, p.Tool, p.RunID, p.Owner,
+			p.LeaseUntil.UnixMilli(), p.ExpiresAt.UnixMilli(), p.Fingerprint, now,
+		).Scan(&res.Attempt, &st, &prev.Owner, &lease, &exp, &prev.Fingerprint,
+			&prev.Attempt, &at, &prev.Reason, &upd, &prev.Tool, &prev.RunID)
+		if errors.Is(err, sql.ErrNoRows) {
+			res.Claimed = false
+			return nil
+		}
+		return err
+	})
+	if err != nil || !res.Claimed {
+		return ledger.ClaimResult{}, err
 	}
 	if st != "" {
 		prev.Key, prev.State = p.Key, ledger.State(st)
@@ -411,18 +593,20 @@ func (s *Store) write(ctx context.Context, op string, stmt *sql.Stmt, key, owner
 	if key == "" || owner == "" {
 		return fmt.Errorf("ledgersqlite: %s: %w: key and owner are required", op, ledger.ErrInvalid)
 	}
-	res, err := stmt.ExecContext(ctx, append([]any{key, owner}, args...)...)
-	if err != nil {
-		return s.unavailable(op, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return s.unavailable(op, err)
-	}
-	if n == 0 {
-		return ledger.ErrNotOwner
-	}
-	return nil
+	return s.submit(ctx, op, func(ctx context.Context) error {
+		res, err := stmt.ExecContext(ctx, append([]any{key, owner}, args...)...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return ledger.ErrNotOwner
+		}
+		return nil
+	})
 }
 
 // Complete implements ledger.Store.
@@ -458,6 +642,9 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	if key == "" {
 		return nil, fmt.Errorf("ledgersqlite: get: %w: key is required", ledger.ErrInvalid)
 	}
+	if err := s.refused(); err != nil {
+		return nil, err
+	}
 	sc, err := scan(s.get.QueryRowContext(ctx, key, s.clock.Now().UnixMilli()), false)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -471,7 +658,10 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 // List implements ledger.Store. It returns the records in the order of
 // their LeaseUntil, oldest first, then of their keys.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
-	q := "SELECT " + recordCols + " FROM records WHERE expires_at > ?"
+	if err := s.refused(); err != nil {
+		return nil, err
+	}
+	q := "SELECT " + recordCols + " FROM records WHERE NOT " + expired("?")
 	args := []any{s.clock.Now().UnixMilli()}
 	if f.State != "" {
 		q += " AND state = ?"
@@ -511,18 +701,47 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	return out, nil
 }
 
-// Purge implements ledger.Purger. It scans the table: expiry is not
-// indexed, to keep claims cheap.
+// purgeChunk bounds the records one write of Purge looks at, so that
+// claims queued behind it wait milliseconds, not the whole purge.
+const purgeChunk = 1000
+
+// Purge implements ledger.Purger. It walks the table in key order, in
+// chunks of purgeChunk keys, and deletes the expired records of each chunk
+// in a write of its own (expiry is not indexed, to keep claims cheap, so a
+// single DELETE would scan the whole table under the write lock). Writes of
+// other callers run between the chunks.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
-	res, err := s.w.ExecContext(ctx, "DELETE FROM records WHERE expires_at <= ?", before.UnixMilli())
-	if err != nil {
-		return 0, s.unavailable("purge", err)
+	if err := s.refused(); err != nil {
+		return 0, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, s.unavailable("purge", err)
+	total, from := 0, ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var upto sql.NullString
+		if err := s.r.QueryRowContext(ctx, "SELECT max(key) FROM (SELECT key FROM records WHERE key > ? ORDER BY key LIMIT ?)",
+			from, purgeChunk).Scan(&upto); err != nil {
+			return total, s.unavailable("purge", err)
+		}
+		if !upto.Valid {
+			return total, nil
+		}
+		var n int64
+		err := s.submit(ctx, "purge", func(ctx context.Context) error {
+			res, err := s.wr.conn.ExecContext(ctx, "DELETE FROM records WHERE key > ?1 AND key <= ?2 AND "+expired("?3"),
+				from, upto.String, before.UnixMilli())
+			if err == nil {
+				n, err = res.RowsAffected()
+			}
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		from = upto.String
 	}
-	return int(n), nil
 }
 
 func fromMilli(ms int64) time.Time { return time.UnixMilli(ms).UTC() }

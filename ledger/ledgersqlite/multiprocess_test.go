@@ -20,7 +20,7 @@ import (
 
 // Environment of a helper process started by TestMultiProcessClaims.
 const (
-	envRole = "LEDGERSQLITE_HELPER_ROLE" // "claimer"
+	envRole = "LEDGERSQLITE_HELPER_ROLE" // "claimer" or "batcher"
 	envDB   = "LEDGERSQLITE_HELPER_DB"
 	envID   = "LEDGERSQLITE_HELPER_ID"
 )
@@ -156,12 +156,14 @@ func TestMultiProcessClaims(t *testing.T) {
 	t.Logf("wins per process: %v", winners)
 }
 
-// TestMain runs the body of a child process of TestMultiProcessClaims
-// when the environment asks for one, and the tests otherwise.
+// TestMain runs the body of a child process (of TestMultiProcessClaims or
+// TestGroupCommitSurvivesKill) when the environment asks for one, and the
+// tests otherwise.
 func TestMain(m *testing.M) {
-	if os.Getenv(envRole) == "claimer" {
-		if err := claimer(); err != nil {
-			fmt.Fprintln(os.Stderr, "claimer:", err)
+	roles := map[string]func() error{"claimer": claimer, "batcher": batcher}
+	if role := os.Getenv(envRole); role != "" {
+		if err := roles[role](); err != nil {
+			fmt.Fprintln(os.Stderr, role+":", err)
 			os.Exit(1)
 		}
 		os.Exit(0)

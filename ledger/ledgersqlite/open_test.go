@@ -1,11 +1,15 @@
 package ledgersqlite_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,9 +59,6 @@ func TestOpenErrors(t *testing.T) {
 		if _, err := ledgersqlite.Open(ctx, path, nil); !errors.Is(err, ledger.ErrInvalid) {
 			t.Errorf("Open(%q) error = %v, want ledger.ErrInvalid", path, err)
 		}
-	}
-	if _, err := ledgersqlite.Open(ctx, filepath.Join(t.TempDir(), "missing", "dir", "x.db"), nil); !errors.Is(err, ledger.ErrUnavailable) {
-		t.Errorf("Open in a missing directory: error = %v, want ledger.ErrUnavailable", err)
 	}
 
 	// A file from a newer schema is refused.
@@ -138,4 +139,74 @@ func TestBusy(t *testing.T) {
 	if res, err := s.Claim(ctx, claimParams("fresh", "owner")); err != nil || !res.Claimed {
 		t.Errorf("Claim after the lock was released = %+v, %v", res, err)
 	}
+}
+
+// Paths that cannot hold a ledger are configuration errors that name the
+// path, not ledger.ErrUnavailable (which invites a retry), and Open changes
+// nothing there.
+func TestOpenConfigErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	notDB := filepath.Join(t.TempDir(), "notes.txt")
+	content := []byte(strings.Repeat("these are notes, not an SQLite database\n", 200))
+	if err := os.WriteFile(notDB, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := t.TempDir()
+	existing := filepath.Join(t.TempDir(), "ledger.db")
+	open(t, existing, nil).Close()
+	makeReadOnly(t, readOnly)
+	makeReadOnly(t, filepath.Dir(existing))
+	missing := filepath.Join(t.TempDir(), "missing")
+
+	for _, c := range []struct {
+		name, path string
+	}{
+		{"missing directory", filepath.Join(missing, "dir", "ledger.db")},
+		{"a directory", t.TempDir()},
+		{"not a database", notDB},
+		{"read-only directory", filepath.Join(readOnly, "ledger.db")},
+		{"ledger in a read-only directory", existing},
+	} {
+		s, err := ledgersqlite.Open(ctx, c.path, nil)
+		if err == nil {
+			s.Close()
+			t.Errorf("Open with %s (%s) succeeded", c.name, c.path)
+			continue
+		}
+		if !errors.Is(err, ledger.ErrConfig) || errors.Is(err, ledger.ErrUnavailable) || !strings.Contains(err.Error(), c.path) {
+			t.Errorf("Open with %s: error = %v, want ledger.ErrConfig (not ErrUnavailable) naming %s", c.name, err, c.path)
+		}
+		t.Logf("%s: %v", c.name, err)
+	}
+	if _, err := os.Stat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open created the missing directory: %v", err)
+	}
+	if got, err := os.ReadFile(notDB); err != nil || !bytes.Equal(got, content) {
+		t.Errorf("Open changed the file that is not a database (%v)", err)
+	}
+	if entries, err := os.ReadDir(readOnly); err != nil || len(entries) != 0 {
+		t.Errorf("Open left %v in the read-only directory (%v)", entries, err)
+	}
+}
+
+// makeReadOnly makes dir read-only until the test ends: without write
+// permission, or, for root (whom permissions do not bind), immutable.
+func makeReadOnly(t *testing.T, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if err := os.Chmod(dir, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(dir, 0o755) })
+		return
+	}
+	if out, err := exec.Command("chattr", "+i", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chattr +i %s: %v: %s", dir, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("chattr", "-i", dir).CombinedOutput(); err != nil {
+			t.Errorf("chattr -i %s: %v: %s", dir, err, out)
+		}
+	})
 }

@@ -29,17 +29,20 @@ func TestPragmas(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			type querier interface {
+				QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+			}
 			for _, c := range []struct {
 				pool string
-				db   *sql.DB
+				db   querier
 				q    string
 				want string
 			}{
-				{"writer", s.w, "PRAGMA journal_mode", "wal"},
-				{"writer", s.w, "PRAGMA synchronous", tc.sync},
-				{"writer", s.w, "PRAGMA busy_timeout", tc.busy},
-				{"writer", s.w, "PRAGMA query_only", "0"},
-				{"writer", s.w, "PRAGMA user_version", fmt.Sprint(schemaVersion)},
+				{"writer", s.wr.conn, "PRAGMA journal_mode", "wal"},
+				{"writer", s.wr.conn, "PRAGMA synchronous", tc.sync},
+				{"writer", s.wr.conn, "PRAGMA busy_timeout", tc.busy},
+				{"writer", s.wr.conn, "PRAGMA query_only", "0"},
+				{"writer", s.wr.conn, "PRAGMA user_version", fmt.Sprint(schemaVersion)},
 				{"reader", s.r, "PRAGMA journal_mode", "wal"},
 				{"reader", s.r, "PRAGMA synchronous", tc.sync},
 				{"reader", s.r, "PRAGMA busy_timeout", tc.busy},

@@ -20,11 +20,21 @@
 //     ExpiresAt may be truncated to whole seconds; the suite only writes
 //     whole-second expiries.
 //   - The boundaries of ledger.Record.Expired and LeaseExpired hold exactly:
-//     a record is absent from the instant its ExpiresAt is reached, and a
-//     pending claim lapses at the instant of its LeaseUntil.
+//     a settled record is absent from the instant its ExpiresAt is reached,
+//     and a pending claim lapses at the instant of its LeaseUntil.
+//   - A pending record never expires. Its retention running out changes
+//     nothing: with a live lease it blocks claims; with a lapsed one a claim
+//     with the same fingerprint takes it over and gets it in Previous
+//     (ClaimResult.MustReconcile), and Get, List and Purge keep it.
+//   - Extend raises ExpiresAt to at least the new lease end (a store that
+//     keeps whole seconds rounds up, at most one second), and never lowers
+//     it.
 //   - A claim over an expired record behaves as over an absent one: Claimed,
 //     Previous nil, Attempt at least 1 (resetting it to 1 or keeping the old
 //     number are both accepted).
+//   - ledger.Resolve works on the store: it settles uncertain and abandoned
+//     pending records, refuses the others, and loses to a claim that comes
+//     between its read and its claim.
 //   - A claim that takes over a failed record stores the new claim's
 //     fingerprint, owner, lease and expiry and keeps the attempt number.
 //   - Record.AttemptAt is either zero in every record (not tracked) or
@@ -126,6 +136,12 @@ var cases = []struct {
 	{"TooLarge", testTooLarge},
 	{"Invalid", testInvalid},
 	{"CancelledContext", testCancelledContext},
+	{"RenewedClaimOutlivesRetention", testRenewedClaimOutlivesRetention},
+	{"ExtendRaisesExpiry", testExtendRaisesExpiry},
+	{"AbandonedPastRetention", testAbandonedPastRetention},
+	{"ResolveSettles", testResolveSettles},
+	{"ResolveRefuses", testResolveRefuses},
+	{"ResolveLosesToClaim", testResolveLosesToClaim},
 }
 
 // h is one subtest's harness.
@@ -730,7 +746,6 @@ func testExpiry(h *h) {
 		settle func(key, owner string)
 	}
 	recs := []rec{
-		{"k-exp-pending", func(string, string) {}},
 		{"k-exp-done", func(k, o string) { h.complete(k, o, ledger.Completion{Summary: "ok"}) }},
 		{"k-exp-failed", func(k, o string) { h.fail(k, o, ledger.Failure{Definite: true, Reason: "no"}) }},
 		{"k-exp-uncertain", func(k, o string) { h.fail(k, o, ledger.Failure{Reason: "maybe"}) }},
@@ -756,8 +771,6 @@ func testExpiry(h *h) {
 	if got := h.list(ledger.Filter{}); len(got) != 0 {
 		h.Errorf("List after expiry = %+v, want none", got)
 	}
-	h.wantErr("Complete on an expired pending record", h.s.Complete(h.ctx, "k-exp-pending", "owner-a", ledger.Completion{}), ledger.ErrNotOwner)
-	h.wantErr("Extend on an expired pending record", h.s.Extend(h.ctx, "k-exp-pending", "owner-a", h.clock.Now().Add(time.Hour)), ledger.ErrNotOwner)
 	for _, r := range recs {
 		q := h.params(r.key, "owner-b")
 		q.Fingerprint = "fp-other"
@@ -781,6 +794,7 @@ func testPurge(h *h) {
 		p := h.params("k-purge-ttl", "owner-a")
 		p.LeaseUntil, p.ExpiresAt = t0.Add(time.Second), t0.Add(10*time.Second)
 		h.mustClaim(p)
+		h.complete(p.Key, p.Owner, ledger.Completion{Summary: "ok"})
 		h.clock.Set(t0.Add(11 * time.Second))
 		if _, err := h.s.Get(h.ctx, p.Key); !errors.Is(err, ledger.ErrNotFound) {
 			h.Errorf("Get of an expired record without purge: %v, want ErrNotFound", err)
@@ -796,12 +810,19 @@ func testPurge(h *h) {
 		h.mustClaim(p)
 		if i%2 == 0 {
 			h.complete(p.Key, p.Owner, ledger.Completion{Summary: "ok"})
+		} else {
+			h.fail(p.Key, p.Owner, ledger.Failure{Reason: "maybe"})
 		}
 	}
+	// An abandoned claim whose retention has run out is not purged: its
+	// effect may exist, and only a takeover that reconciles may drop it.
+	abandoned := h.params("k-purge-pending", "owner-a")
+	abandoned.LeaseUntil, abandoned.ExpiresAt = t0.Add(time.Second), t0.Add(5*time.Second)
+	h.mustClaim(abandoned)
 	h.clock.Set(t0.Add(25 * time.Second))
 	n, err := pg.Purge(h.ctx, t0.Add(20*time.Second))
 	if err != nil || n != 2 {
-		h.Fatalf("Purge(t0+20s) = %d, %v; want 2 records (expired at t0+10s and t0+20s)", n, err)
+		h.Fatalf("Purge(t0+20s) = %d, %v; want 2 records (expired at t0+10s and t0+20s; not the pending one)", n, err)
 	}
 	if n, err := pg.Purge(h.ctx, t0.Add(20*time.Second)); err != nil || n != 0 {
 		h.Errorf("second Purge(t0+20s) = %d, %v; want 0", n, err)
@@ -812,8 +833,9 @@ func testPurge(h *h) {
 	h.absent("k-purge-2")
 	h.get("k-purge-3")
 	h.get("k-purge-4")
-	if got := h.list(ledger.Filter{}); len(got) != 2 {
-		h.Errorf("List after Purge: %d records, want 2", len(got))
+	h.same("abandoned claim after Purge", h.get(abandoned.Key), pendingRecord(abandoned, 1, t0, t0))
+	if got := h.list(ledger.Filter{}); len(got) != 3 {
+		h.Errorf("List after Purge: %d records, want 3", len(got))
 	}
 }
 
@@ -828,7 +850,7 @@ func testList(h *h) {
 		{"k3", "run-a", lease},            // done at t0+1s
 		{"k4", "run-b", lease},            // failed at t0+2s
 		{"k5", "run-a", lease},            // uncertain at t0+3s
-		{"k6", "run-a", 2 * time.Second},  // expires at t0+4s
+		{"k6", "run-a", 2 * time.Second},  // done at t0+1s, expires at t0+4s
 	}
 	for _, s := range specs {
 		p := h.params(s.key, "owner-"+s.key)
@@ -840,6 +862,7 @@ func testList(h *h) {
 	}
 	h.clock.Advance(time.Second)
 	h.complete("k3", "owner-k3", ledger.Completion{Summary: "ok", Result: []byte("r")})
+	h.complete("k6", "owner-k6", ledger.Completion{Summary: "ok"})
 	h.clock.Advance(time.Second)
 	h.fail("k4", "owner-k4", ledger.Failure{Definite: true, Reason: "no"})
 	h.clock.Advance(time.Second)

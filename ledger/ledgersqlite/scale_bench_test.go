@@ -1,0 +1,138 @@
+package ledgersqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+)
+
+// freshSeq numbers the fresh keys of BenchmarkScale across its runs.
+var freshSeq atomic.Int64
+
+// scaleFiles holds one ledger file per size, built once per test binary
+// run (building a million records takes a while) and shared by the -count
+// runs.
+var scaleFiles struct {
+	sync.Mutex
+	dir   string
+	paths map[int]string
+}
+
+// scaleFile returns a ledger file holding n done records, keyed
+// actionKey(0..n-1).
+func scaleFile(b *testing.B, n int) string {
+	scaleFiles.Lock()
+	defer scaleFiles.Unlock()
+	if p, ok := scaleFiles.paths[n]; ok {
+		return p
+	}
+	if scaleFiles.dir == "" {
+		dir, err := os.MkdirTemp("", "ledgersqlite-scale")
+		if err != nil {
+			b.Fatal(err)
+		}
+		scaleFiles.dir, scaleFiles.paths = dir, map[int]string{}
+	}
+	path := filepath.Join(scaleFiles.dir, fmt.Sprintf("scale-%d.db", n))
+	open(b, path, nil).Close() // the store's schema
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", "file:"+path+"?_synchronous=OFF")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at,
+		fingerprint, attempt, attempt_at, summary, ref, result, updated_at)
+		VALUES (?1, 'send_reply', ?2, 'done', 'owner', ?3, ?4, 'fp', 1, ?3, 'sent', 'msg_1', '{"id":"msg_1"}', ?3)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	for i := range n {
+		if _, err := ins.ExecContext(ctx, actionKey(i), fmt.Sprintf("run-%d", i/10), now.UnixMilli(), now.Add(24*time.Hour).UnixMilli()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	scaleFiles.paths[n] = path
+	return path
+}
+
+// Claim latency with 10^3 and 10^6 records in the file, paired: every
+// iteration makes the same claim on both files, so that drift of the
+// machine cancels out of the ratio. replay claims a done key (drawn from
+// 1000 spread over the table); fresh claims and completes a new key. The
+// two sizes should cost the same (large/small near 1).
+func BenchmarkScale(b *testing.B) {
+	ctx := context.Background()
+	b.Cleanup(func() {
+		scaleFiles.Lock()
+		defer scaleFiles.Unlock()
+		if scaleFiles.dir != "" {
+			os.RemoveAll(scaleFiles.dir)
+			scaleFiles.dir, scaleFiles.paths = "", nil
+		}
+	})
+	sizes := [2]int{1_000, 1_000_000}
+	var stores [2]*ledgersqlite.Store
+	for i, n := range sizes {
+		stores[i] = open(b, scaleFile(b, n), nil)
+		defer stores[i].Close()
+	}
+	params := func(key string) ledger.ClaimParams {
+		now := time.Now()
+		return ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: "owner",
+			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+	}
+	paired := func(b *testing.B, action func(b *testing.B, s *ledgersqlite.Store, n, i int)) {
+		var took [2]time.Duration
+		i := 0
+		for b.Loop() {
+			i++
+			for j, s := range stores {
+				t0 := time.Now()
+				action(b, s, sizes[j], i)
+				took[j] += time.Since(t0)
+			}
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(took[0])/n, "small-ns/op")
+		b.ReportMetric(float64(took[1])/n, "large-ns/op")
+		b.ReportMetric(float64(took[1])/float64(took[0]), "large/small")
+	}
+	b.Run("replay", func(b *testing.B) {
+		paired(b, func(b *testing.B, s *ledgersqlite.Store, n, i int) {
+			res, err := s.Claim(ctx, params(actionKey((i%1000)*(n/1000))))
+			if err != nil || res.Claimed || res.Previous == nil || res.Previous.State != ledger.StateDone {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+		})
+	})
+	b.Run("fresh", func(b *testing.B) {
+		paired(b, func(b *testing.B, s *ledgersqlite.Store, n, _ int) {
+			p := params(actionKey(n + int(freshSeq.Add(1))))
+			if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+			if err := s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "sent"}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
