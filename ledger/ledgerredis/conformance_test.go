@@ -38,9 +38,9 @@ func TestConformanceValkey(t *testing.T) {
 	conformance(t, srv.URL)
 }
 
-// newStore returns a store on its own prefix of the shared server, and
-// its client.
-func newStore(t *testing.T, cfg *ledgerredis.Config) (*ledgerredis.Store, *redis.Client) {
+// newStore returns a store on its own prefix of the shared server, its
+// client and the prefix.
+func newStore(t *testing.T, cfg *ledgerredis.Config) (*ledgerredis.Store, *redis.Client, string) {
 	t.Helper()
 	url := redistest.URL(t)
 	client := redistest.NewClient(t, url)
@@ -49,5 +49,5 @@ func newStore(t *testing.T, cfg *ledgerredis.Config) (*ledgerredis.Store, *redis
 		c = *cfg
 	}
 	c.Prefix = redistest.Prefix(t, url)
-	return ledgerredis.New(client, &c), client
+	return ledgerredis.New(client, &c), client, c.Prefix
 }

@@ -2,6 +2,7 @@ package ledgerredis_test
 
 import (
 	"os"
+	"sync"
 	"testing"
 
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
@@ -9,4 +10,28 @@ import (
 
 // The tests run against the server of redistest: IDEMKIT_REDIS_URL, the
 // one on 127.0.0.1:6379, or a redis-server it starts for this test binary.
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m.Run)) }
+// Servers that single tests start for the whole binary stop at its end.
+func TestMain(m *testing.M) {
+	os.Exit(redistest.Main(func() int {
+		defer func() {
+			started.Lock()
+			defer started.Unlock()
+			for _, s := range started.servers {
+				s.Close()
+			}
+		}()
+		return m.Run()
+	}))
+}
+
+var started struct {
+	sync.Mutex
+	servers []*redistest.Server
+}
+
+// stopAtExit stops s when the tests end.
+func stopAtExit(s *redistest.Server) {
+	started.Lock()
+	defer started.Unlock()
+	started.servers = append(started.servers, s)
+}

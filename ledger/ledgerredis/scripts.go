@@ -20,6 +20,13 @@ local function gone(s, l, e, now)
   return now >= e and not (s == 'pending' and now < l)
 end
 
+-- outlive makes index key k live at least ttl ms, so that the indexes of
+-- a ledger no longer written go with its records.
+local function outlive(k, ttl)
+  local cur = redis.call('PTTL', k)
+  if cur == -1 or (cur >= 0 and cur < ttl) then redis.call('PEXPIRE', k, ttl) end
+end
+
 -- keep sets the record's TTL and its place in the bucket's indexes. A
 -- pending record is kept for grace ms beyond its retention and its lease,
 -- so that a claim after both still sees it and takes it over; a settled one
@@ -36,6 +43,8 @@ local function keep(s, l, e, now, grace)
   redis.call('PEXPIRE', KEYS[1], d - now)
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[2])
   redis.call('ZADD', KEYS[3], d, ARGV[1])
+  outlive(KEYS[2], d - now)
+  outlive(KEYS[3], d - now)
 end
 
 local function tomap(flat)

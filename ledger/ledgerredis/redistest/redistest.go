@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -38,7 +39,7 @@ const DefaultAddr = "127.0.0.1:6379"
 
 // ErrUnavailable is matched by the errors of Start and StartBinary when
 // this machine has no server binary and cannot install one.
-var ErrUnavailable = errors.New("redistest: no Redis server")
+var ErrUnavailable = errors.New("redistest: no server")
 
 // Server is a server the tests use.
 type Server struct {
@@ -172,18 +173,24 @@ func install(ctx context.Context, pkg string) error {
 		}
 		return exec.CommandContext(ctx, apt, args...).CombinedOutput()
 	}
-	if !available(ctx, pkg) {
+	if !available(ctx, pkg) && neverUpdated() {
 		if out, err := run("update", "-qq"); err != nil {
 			return fmt.Errorf("%w: apt-get update: %v\n%s", ErrUnavailable, err, out)
 		}
-		if !available(ctx, pkg) {
-			return fmt.Errorf("%w: no Debian package %s", ErrUnavailable, pkg)
-		}
+	}
+	if !available(ctx, pkg) {
+		return fmt.Errorf("%w: no Debian package %s", ErrUnavailable, pkg)
 	}
 	if out, err := run("install", "-y", "-qq", pkg); err != nil {
 		return fmt.Errorf("%w: apt-get install %s: %v\n%s", ErrUnavailable, pkg, err, out)
 	}
 	return nil
+}
+
+// neverUpdated reports whether apt has no package lists yet.
+func neverUpdated() bool {
+	lists, _ := filepath.Glob("/var/lib/apt/lists/*_Packages*")
+	return len(lists) == 0
 }
 
 // available reports whether apt knows an installable version of pkg.
