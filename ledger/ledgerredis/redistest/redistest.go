@@ -173,12 +173,14 @@ func install(ctx context.Context, pkg string) error {
 		}
 		return exec.CommandContext(ctx, apt, args...).CombinedOutput()
 	}
-	if !available(ctx, pkg) && neverUpdated() {
+	ok := available(ctx, pkg)
+	if !ok && neverUpdated() {
 		if out, err := run("update", "-qq"); err != nil {
 			return fmt.Errorf("%w: apt-get update: %v\n%s", ErrUnavailable, err, out)
 		}
+		ok = available(ctx, pkg)
 	}
-	if !available(ctx, pkg) {
+	if !ok {
 		return fmt.Errorf("%w: no Debian package %s", ErrUnavailable, pkg)
 	}
 	if out, err := run("install", "-y", "-qq", pkg); err != nil {
@@ -207,7 +209,8 @@ var shared struct {
 	unavailable string
 }
 
-// Main finds or starts the server (Start), runs run (m.Run, or a wrapper
+// Main finds or starts the server (Start), sets IDEMKIT_REDIS_URL to it
+// for runnable examples and child processes, runs run (m.Run, or a wrapper
 // of it), and stops the server if it started one.
 func Main(run func() int) int {
 	srv, err := Start(context.Background())
@@ -221,6 +224,11 @@ func Main(run func() int) int {
 	default:
 		shared.url = srv.URL
 		defer srv.Close()
+		// For runnable examples and child processes.
+		if err := os.Setenv(EnvURL, srv.URL); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: FAIL: %v\n", err)
+			return 1
+		}
 	}
 	shared.started = true
 	return run()
