@@ -19,14 +19,17 @@
 // A record is a hash under {prefix:b}:r:<action key>, where b is one of
 // Buckets buckets chosen by a hash of the action key. Its fields hold the
 // whole record, the lease and the retention included, and readers apply
-// expiry from those fields with the store's Clock; the key's TTL only
-// reclaims memory. A settled record's key lives until its retention
-// (ExpiresAt) ends. A pending record's key lives PendingGrace beyond its
-// retention and its lease, whichever is later: a pending record whose lease
-// is live never counts as expired, Extend raises the retention to the new
-// lease end when it is sooner, and a claim on a pending record whose lease
-// and retention have both run out takes it over (reconciling first) rather
-// than treating the key as absent, since its effect may exist.
+// expiry from those fields with the store's Clock (ledger.Record.Expired:
+// a settled record past its retention counts as absent, a pending one
+// never); the key's TTL only reclaims memory. A settled record's key lives
+// until its retention (ExpiresAt) ends. A pending record's key lives
+// PendingGrace beyond its retention and its lease, whichever is later, and
+// Extend raises the retention to the new lease end when it is sooner, so
+// the TTL never cuts a live claim short, and a claim on a pending record
+// whose lease and retention have both run out still finds it and takes it
+// over (reconciling first) rather than starting afresh. Only a claim
+// abandoned for longer than PendingGrace past both is deleted by the
+// server; a later claim then finds the key absent.
 //
 // Times come from Config.Clock (the host's clock), not from the server, as
 // with every other backend: keep the hosts that share a ledger in time

@@ -14,10 +14,10 @@ import "github.com/redis/go-redis/v9"
 
 // prelude holds the functions the scripts share.
 const prelude = `
--- gone: the record counts as absent. A pending record with a live lease
--- never does, whatever its retention says.
-local function gone(s, l, e, now)
-  return now >= e and not (s == 'pending' and now < l)
+-- gone: the record counts as absent: it is settled and its retention has
+-- run out. A pending record never expires (ledger.Record.Expired).
+local function gone(s, e, now)
+  return s ~= 'pending' and now >= e
 end
 
 -- outlive makes index key k live at least ttl ms, so that the indexes of
@@ -53,14 +53,12 @@ local function tomap(flat)
   return r
 end
 
--- owned returns the record's lease and expiry when it is pending, live and
+-- owned returns the record's lease and expiry when it is pending and
 -- owned by ARGV[3]; nil otherwise.
-local function owned(now)
+local function owned()
   local r = redis.call('HMGET', KEYS[1], 's', 'o', 'l', 'e')
   if r[1] ~= 'pending' or r[2] ~= ARGV[3] then return nil end
-  local l, e = tonumber(r[3]), tonumber(r[4])
-  if gone(r[1], l, e, now) then return nil end
-  return l, e
+  return tonumber(r[3]), tonumber(r[4])
 end
 `
 
@@ -75,9 +73,7 @@ local attempt, attemptAt = '1', ARGV[2]
 if #prev > 0 then
   local r = tomap(prev)
   local l = tonumber(r.l)
-  -- A pending record is never absent to a claim: past its retention with
-  -- its lease lapsed, it is still an abandoned claim whose effect may exist.
-  if r.s == 'pending' or not gone(r.s, l, tonumber(r.e), now) then
+  if not gone(r.s, tonumber(r.e), now) then
     local ok = r.s == 'failed' or
       (r.f == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and now >= l)))
     if not ok then return {0, prev} end
@@ -97,7 +93,7 @@ return {1, attempt, attemptAt, prev}
 // [7] truncated ("1" or "0"), [8] grace. Returns 1, or 0 when not owner.
 var completeScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[2])
-local l, e = owned(now)
+local l, e = owned()
 if not l then return 0 end
 redis.call('HSET', KEYS[1], 's', 'done', 'l', ARGV[2], 'm', ARGV[4], 'r', ARGV[5],
   'x', ARGV[6], 'z', ARGV[7], 'w', ARGV[2])
@@ -109,7 +105,7 @@ return 1
 // [6] grace. Returns 1, or 0 when not owner.
 var failScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[2])
-local l, e = owned(now)
+local l, e = owned()
 if not l then return 0 end
 local s = 'uncertain'
 if ARGV[5] == '1' then
@@ -127,7 +123,7 @@ return 1
 // or 0 when not owner.
 var extendScript = redis.NewScript(prelude + `
 local now = tonumber(ARGV[2])
-local l, e = owned(now)
+local l, e = owned()
 if not l then return 0 end
 l = tonumber(ARGV[4])
 if l > e then
@@ -164,7 +160,7 @@ for i, m in ipairs(members) do
   else
     local r = tomap(flat)
     local l = tonumber(r.l)
-    if not gone(r.s, l, tonumber(r.e), now) and (ARGV[3] == '' or r.s == ARGV[3]) and
+    if not gone(r.s, tonumber(r.e), now) and (ARGV[3] == '' or r.s == ARGV[3]) and
       (ARGV[4] == '' or r.u == ARGV[4]) and (not lb or l < lb) then
       out[#out + 1] = m
       out[#out + 1] = flat

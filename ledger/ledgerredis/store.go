@@ -324,17 +324,10 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if gone(r, s.clock.Now()) {
+	if r.Expired(s.clock.Now()) {
 		return nil, ledger.ErrNotFound
 	}
 	return r, nil
-}
-
-// gone reports whether r counts as absent at now: its retention has run
-// out, unless it is pending with a live lease. The scripts apply the same
-// rule.
-func gone(r *ledger.Record, now time.Time) bool {
-	return r.Expired(now) && (r.State != ledger.StatePending || r.LeaseExpired(now))
 }
 
 // List implements ledger.Store. It reads every bucket's index (the pending
