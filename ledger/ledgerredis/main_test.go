@@ -1,6 +1,7 @@
 package ledgerredis_test
 
 import (
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -11,7 +12,12 @@ import (
 // The tests run against the server of redistest: IDEMKIT_REDIS_URL, the
 // one on 127.0.0.1:6379, or a redis-server it starts for this test binary.
 // Servers that single tests start for the whole binary stop at its end.
+// In a child process of TestKilledWhileClaimed it runs the child instead.
 func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		fmt.Fprintln(os.Stderr, "child:", killedChild())
+		os.Exit(1)
+	}
 	os.Exit(redistest.Main(func() int {
 		defer func() {
 			started.Lock()
