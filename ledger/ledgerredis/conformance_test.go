@@ -2,7 +2,10 @@ package ledgerredis_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -50,4 +53,46 @@ func newStore(t *testing.T, cfg *ledgerredis.Config) (*ledgerredis.Store, *redis
 	}
 	c.Prefix = redistest.Prefix(t, url)
 	return ledgerredis.New(client, &c), client, c.Prefix
+}
+
+// The suite through a cluster client on a one-node Redis Cluster that
+// serves every slot: a script whose keys span two slots would fail with
+// CROSSSLOT, and the pipelined List and the WAIT after a write go to the
+// node of each slot.
+func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, err := redistest.StartBinary(ctx, "redis-server", "redis-server", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	node := redistest.NewClient(t, srv.URL)
+	if err := node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline, tick := time.After(time.Minute), time.NewTicker(20*time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := node.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the cluster did not come up: %v\n%s", err, info)
+		case <-tick.C:
+		}
+	}
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Options().Addr}})
+	t.Cleanup(func() { cluster.Close() })
+	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+		return ledgerredis.New(cluster, &ledgerredis.Config{Clock: clock, Prefix: redistest.Prefix(t, srv.URL)})
+	})
+	t.Run("WaitReplicas", func(t *testing.T) {
+		store := ledgerredis.New(cluster, &ledgerredis.Config{Prefix: redistest.Prefix(t, srv.URL), WaitReplicas: 1, WaitTimeout: time.Millisecond})
+		if _, err := store.Claim(ctx, params("k", "owner-a", time.Now())); !errors.Is(err, ledgerredis.ErrNotReplicated) {
+			t.Errorf("Claim without replicas = %v, want ErrNotReplicated", err)
+		}
+	})
 }

@@ -66,9 +66,11 @@ func Start(ctx context.Context) (*Server, error) {
 }
 
 // StartBinary starts the server binary (redis-server, valkey-server) on a
-// free loopback port, without persistence, installing the Debian package
-// pkg when the binary is missing and the package exists. Close stops it.
-func StartBinary(ctx context.Context, binary, pkg string) (*Server, error) {
+// free loopback port, without persistence, with the extra configuration
+// args ("--cluster-enabled", "yes"), installing the Debian package pkg when
+// the binary is missing and the package exists. Files the server writes
+// stay in a temporary directory, its --dir. Close stops it.
+func StartBinary(ctx context.Context, binary, pkg string, args ...string) (*Server, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
 		if err := install(ctx, pkg); err != nil {
@@ -80,7 +82,7 @@ func StartBinary(ctx context.Context, binary, pkg string) (*Server, error) {
 	}
 	var last error
 	for range 3 { // another process may take the free port first
-		s, err := startOn(ctx, path)
+		s, err := startOn(ctx, path, args)
 		if err == nil {
 			return s, nil
 		}
@@ -89,7 +91,7 @@ func StartBinary(ctx context.Context, binary, pkg string) (*Server, error) {
 	return nil, last
 }
 
-func startOn(ctx context.Context, path string) (*Server, error) {
+func startOn(ctx context.Context, path string, args []string) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -98,8 +100,8 @@ func startOn(ctx context.Context, path string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", dir+"/server.log")
+	cmd := exec.Command(path, append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", dir + "/server.log"}, args...)...)
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -294,12 +296,16 @@ func DeleteKeys(ctx context.Context, rawurl, pattern string) error {
 	if err := iter.Err(); err != nil {
 		return fmt.Errorf("scan %s: %w", pattern, err)
 	}
-	for len(keys) > 0 {
-		n := min(len(keys), 1000)
-		if err := c.Unlink(ctx, keys[:n]...).Err(); err != nil {
-			return fmt.Errorf("unlink: %w", err)
+	// One key per UNLINK, pipelined: a cluster node refuses keys of
+	// several slots in one command.
+	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Unlink(ctx, k)
 		}
-		keys = keys[n:]
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("unlink: %w", err)
 	}
 	return nil
 }
