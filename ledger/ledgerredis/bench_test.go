@@ -33,40 +33,39 @@ func benchSetup(b *testing.B) (*redis.Client, *ledgerredis.Store, *client.Execut
 
 // The raw floor of a fresh action: SET NX GET (claim, answering with any
 // existing value) and SET XX (record), two round trips through the same
-// client. Beside it, the store (Claim + Complete) and the executor, each on
-// a new key, measured in turn within every iteration, with their ratios.
+
+
 func BenchmarkFreshPaired(b *testing.B) {
 	ctx := context.Background()
 	rc, store, exec := benchSetup(b)
 	prefix := "{" + redistest.Prefix(b, redistest.URL(b)) + "}:raw:"
 	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: []byte(`{"id":"msg_1"}`)}
-	var raw, st, ex time.Duration
-	for i := range b.N {
-		t0 := time.Now()
-		key := prefix + strconv.Itoa(i)
-		if err := rc.SetArgs(ctx, key, rawRecord, redis.SetArgs{Mode: "NX", Get: true, TTL: time.Hour}).Err(); err != redis.Nil {
-			b.Fatal("SET NX GET:", err)
-		}
-		if err := rc.SetArgs(ctx, key, rawRecord, redis.SetArgs{Mode: "XX", TTL: time.Hour}).Err(); err != nil {
-			b.Fatal("SET XX:", err)
-		}
-		t1 := time.Now()
-		p := ledger.ClaimParams{Key: "store-" + strconv.Itoa(i), Tool: "send_reply", RunID: "run-1", Owner: "owner",
-			LeaseUntil: t1.Add(time.Minute), Fingerprint: "fp", ExpiresAt: t1.Add(time.Hour)}
-		if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
-			b.Fatal(res, err)
-		}
-		if err := store.Complete(ctx, p.Key, p.Owner, done); err != nil {
-			b.Fatal(err)
-		}
-		t2 := time.Now()
-		if r, err := exec.Execute(ctx, "run-1", reply(strconv.Itoa(i), "fresh")); err != nil || r.Outcome != client.Executed {
-			b.Fatal(r, err)
-		}
-		t3 := time.Now()
-		raw, st, ex = raw+t1.Sub(t0), st+t2.Sub(t1), ex+t3.Sub(t2)
-	}
-	report(b, raw, st, ex)
+	paired(b,
+		func(i int) {
+			key := prefix + strconv.Itoa(i)
+			if err := rc.SetArgs(ctx, key, rawRecord, redis.SetArgs{Mode: "NX", Get: true, TTL: time.Hour}).Err(); err != redis.Nil {
+				b.Fatal("SET NX GET:", err)
+			}
+			if err := rc.SetArgs(ctx, key, rawRecord, redis.SetArgs{Mode: "XX", TTL: time.Hour}).Err(); err != nil {
+				b.Fatal("SET XX:", err)
+			}
+		},
+		func(i int) {
+			now := time.Now()
+			p := ledger.ClaimParams{Key: "store-" + strconv.Itoa(i), Tool: "send_reply", RunID: "run-1", Owner: "owner",
+				LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+			if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
+				b.Fatal(res, err)
+			}
+			if err := store.Complete(ctx, p.Key, p.Owner, done); err != nil {
+				b.Fatal(err)
+			}
+		},
+		func(i int) {
+			if r, err := exec.Execute(ctx, "run-1", reply(strconv.Itoa(i), "fresh")); err != nil || r.Outcome != client.Executed {
+				b.Fatal(r, err)
+			}
+		})
 }
 
 // The raw floor of a replay: SET NX GET on a key that holds a value, one
@@ -92,31 +91,42 @@ func BenchmarkReplayPaired(b *testing.B) {
 		b.Fatal(r, err)
 	}
 	p.Owner = "owner-2"
-	var raw, st, ex time.Duration
-	for range b.N {
-		t0 := time.Now()
-		if v, err := rc.SetArgs(ctx, key, rawRecord, redis.SetArgs{Mode: "NX", Get: true, TTL: time.Hour}).Result(); err != nil || v != rawRecord {
-			b.Fatal("SET NX GET:", err)
-		}
-		t1 := time.Now()
-		if res, err := store.Claim(ctx, p); err != nil || res.Claimed {
-			b.Fatal(res, err)
-		}
-		t2 := time.Now()
-		if r, err := exec.Execute(ctx, "run-1", reply("replay", "again")); err != nil || r.Outcome != client.AlreadyDone {
-			b.Fatal(r, err)
-		}
-		t3 := time.Now()
-		raw, st, ex = raw+t1.Sub(t0), st+t2.Sub(t1), ex+t3.Sub(t2)
-	}
-	report(b, raw, st, ex)
+	paired(b,
+		func(int) {
+			if v, err := rc.SetArgs(ctx, key, rawRecord, redis.SetArgs{Mode: "NX", Get: true, TTL: time.Hour}).Result(); err != nil || v != rawRecord {
+				b.Fatal("SET NX GET:", err)
+			}
+		},
+		func(int) {
+			if res, err := store.Claim(ctx, p); err != nil || res.Claimed {
+				b.Fatal(res, err)
+			}
+		},
+		func(int) {
+			if r, err := exec.Execute(ctx, "run-1", reply("replay", "again")); err != nil || r.Outcome != client.AlreadyDone {
+				b.Fatal(r, err)
+			}
+		})
 }
 
-func report(b *testing.B, raw, store, execute time.Duration) {
+// paired runs the raw floor, the store and the executor once per
+// iteration, in an order that rotates so that none always goes first, and
+// reports the time of each and their ratios to the floor.
+func paired(b *testing.B, raw, store, execute func(i int)) {
+	fns := []func(int){raw, store, execute}
+	var took [3]time.Duration
+	for i := range b.N {
+		for j := range fns {
+			k := (i + j) % len(fns)
+			t0 := time.Now()
+			fns[k](i)
+			took[k] += time.Since(t0)
+		}
+	}
 	n := float64(b.N)
-	b.ReportMetric(float64(raw)/n, "raw-ns/op")
-	b.ReportMetric(float64(store)/n, "store-ns/op")
-	b.ReportMetric(float64(execute)/n, "execute-ns/op")
-	b.ReportMetric(float64(store)/float64(raw), "store/raw")
-	b.ReportMetric(float64(execute)/float64(raw), "execute/raw")
+	b.ReportMetric(float64(took[0])/n, "raw-ns/op")
+	b.ReportMetric(float64(took[1])/n, "store-ns/op")
+	b.ReportMetric(float64(took[2])/n, "execute-ns/op")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "store/raw")
+	b.ReportMetric(float64(took[2])/float64(took[0]), "execute/raw")
 }
