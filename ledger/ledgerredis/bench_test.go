@@ -33,8 +33,8 @@ func benchSetup(b *testing.B) (*redis.Client, *ledgerredis.Store, *client.Execut
 
 // The raw floor of a fresh action: SET NX GET (claim, answering with any
 // existing value) and SET XX (record), two round trips through the same
-
-
+// client. Beside it, the store (Claim + Complete) and the executor, each on
+// a new key, with their ratios to the floor.
 func BenchmarkFreshPaired(b *testing.B) {
 	ctx := context.Background()
 	rc, store, exec := benchSetup(b)
