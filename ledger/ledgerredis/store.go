@@ -197,30 +197,30 @@ func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, ar
 		}
 		conn = node
 	}
-	for _, cached := range []bool{true, false} {
-		var eval *redis.Cmd
-		var wait *redis.Cmd
-		_, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
-			if cached {
-				eval = script.EvalSha(ctx, p, keys, args...)
-			} else {
-				eval = script.Eval(ctx, p, keys, args...)
-			}
-			wait = p.Do(ctx, "WAIT", s.wait, s.waitTimeout.Milliseconds())
-			return nil
-		})
-		if cached && redis.HasErrorPrefix(eval.Err(), "NOSCRIPT") {
-			continue
-		}
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		if n, _ := wait.Int64(); n < int64(s.wait) {
-			return nil, fmt.Errorf("%w: %w: %d of %d replicas within %v", ledger.ErrUnavailable, ErrNotReplicated, n, s.wait, s.waitTimeout)
-		}
-		return eval.Val(), nil
+	eval, wait, err := pipeWait(ctx, conn, script.EvalSha, keys, args, s.wait, s.waitTimeout)
+	if redis.HasErrorPrefix(eval.Err(), "NOSCRIPT") {
+		eval, wait, err = pipeWait(ctx, conn, script.Eval, keys, args, s.wait, s.waitTimeout)
 	}
-	panic("unreachable")
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if n, _ := wait.Int64(); n < int64(s.wait) {
+		return nil, fmt.Errorf("%w: %w: %d of %d replicas within %v", ledger.ErrUnavailable, ErrNotReplicated, n, s.wait, s.waitTimeout)
+	}
+	return eval.Val(), nil
+}
+
+// pipeWait sends a script (through eval: EVALSHA or EVAL) and WAIT in one
+// pipeline.
+func pipeWait(ctx context.Context, conn redis.Cmdable, eval func(context.Context, redis.Scripter, []string, ...any) *redis.Cmd,
+	keys []string, args []any, replicas int, timeout time.Duration) (*redis.Cmd, *redis.Cmd, error) {
+	var e, w *redis.Cmd
+	_, err := conn.Pipelined(ctx, func(p redis.Pipeliner) error {
+		e = eval(ctx, p, keys, args...)
+		w = p.Do(ctx, "WAIT", replicas, timeout.Milliseconds())
+		return nil
+	})
+	return e, w, err
 }
 
 // Claim implements ledger.Store.
