@@ -70,7 +70,8 @@
 //     trip, and fails the call with ErrNotReplicated when fewer replicas
 //     acknowledged it in time; WAIT means the replicas received the write,
 //     not that they synced it, and it narrows the window rather than
-//     closing it.
+//     closing it. (Redis 7.2 and later also offer WAITAOF, which waits for
+//     the replicas' fsync; this store sends WAIT.)
 //   - Eviction: every ledger key has a TTL, so a volatile-* or allkeys-*
 //     maxmemory-policy can evict live records under memory pressure. Run
 //     the ledger with maxmemory-policy noeviction.

@@ -63,7 +63,8 @@ func Example() {
 func ExampleOpenURL() {
 	ctx := context.Background()
 	url := fmt.Sprintf("%s?prefix=example-%d&wait=0", os.Getenv("IDEMKIT_REDIS_URL"), time.Now().UnixNano())
-	store, closeStore, err := ledgerredis.OpenURL(ctx, url, nil)
+	// Abandoned claims are kept a minute past their retention (default: a week).
+	store, closeStore, err := ledgerredis.OpenURL(ctx, url, &ledgerredis.Config{PendingGrace: time.Minute})
 	if err != nil {
 		panic(err)
 	}

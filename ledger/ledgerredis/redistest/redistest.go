@@ -9,7 +9,8 @@
 //	func TestMain(m *testing.M) { os.Exit(redistest.Main(m.Run)) }
 //
 // With CI=true a machine that cannot run a server fails the tests; elsewhere
-// the tests that need one are skipped with the reason.
+// the tests that need one are skipped with the reason, and the runnable
+// examples are not run.
 package redistest
 
 import (
@@ -17,6 +18,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -219,7 +221,12 @@ func Main(run func() int) int {
 	switch {
 	case errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true":
 		shared.unavailable = err.Error()
-		fmt.Fprintf(os.Stderr, "%v: the tests that need Redis are skipped\n", err)
+		fmt.Fprintf(os.Stderr, "%v: the tests that need Redis are skipped, and so are the examples\n", err)
+		// An example cannot skip itself.
+		if err := skipExamples(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "redistest: FAIL: %v\n", err)
 		return 1
@@ -234,6 +241,21 @@ func Main(run func() int) int {
 	}
 	shared.started = true
 	return run()
+}
+
+func skipExamples() error {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	f := flag.Lookup("test.skip")
+	if f == nil {
+		return errors.New("redistest: no -test.skip flag; is Main called from TestMain?")
+	}
+	skip := "^Example"
+	if s := f.Value.String(); s != "" {
+		skip = s + "|" + skip
+	}
+	return flag.Set("test.skip", skip)
 }
 
 // URL returns the URL of the server Main found or started. It skips tb
