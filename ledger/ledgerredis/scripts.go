@@ -12,14 +12,16 @@ import "github.com/redis/go-redis/v9"
 // (ms), e expires at (ms), f fingerprint, a attempt, at attempt at (ms),
 // m summary, r ref, x result, z truncated ("1"), n reason, w updated at (ms).
 
-// prelude holds the functions the scripts share.
-const prelude = `
+// The functions the scripts share; each script takes those it uses.
+const (
+	luaGone = `
 -- gone: the record counts as absent: it is settled and its retention has
 -- run out. A pending record never expires (ledger.Record.Expired).
 local function gone(s, e, now)
   return s ~= 'pending' and now >= e
 end
-
+`
+	luaKeep = `
 -- outlive makes index key k live at least ttl ms, so that the indexes of
 -- a ledger no longer written go with its records.
 local function outlive(k, ttl)
@@ -30,29 +32,32 @@ end
 -- keep sets the record's TTL and its place in the bucket's indexes. A
 -- pending record is kept for grace ms beyond its retention and its lease,
 -- so that a claim after both still sees it and takes it over; a settled one
--- until its retention ends.
+-- until its retention ends. The indexes live as long as their longest-lived
+-- record: settling a record never lengthens its life, so only pending
+-- records (claims, extensions) raise their TTL.
 local function keep(s, l, e, now, grace)
   local d = e
   if s == 'pending' then
     d = math.max(e, l, now) + grace
     redis.call('ZADD', KEYS[2], l, ARGV[1])
+    outlive(KEYS[2], d - now)
   else
     redis.call('ZREM', KEYS[2], ARGV[1])
   end
   if d <= now then d = now + 1 end
   redis.call('PEXPIRE', KEYS[1], d - now)
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[2])
   redis.call('ZADD', KEYS[3], d, ARGV[1])
-  outlive(KEYS[2], d - now)
-  outlive(KEYS[3], d - now)
+  if s == 'pending' then outlive(KEYS[3], d - now) end
 end
-
+`
+	luaToMap = `
 local function tomap(flat)
   local r = {}
   for i = 1, #flat, 2 do r[flat[i]] = flat[i + 1] end
   return r
 end
-
+`
+	luaOwned = `
 -- owned returns the record's lease and expiry when it is pending and
 -- owned by ARGV[3]; nil otherwise.
 local function owned()
@@ -61,12 +66,13 @@ local function owned()
   return tonumber(r[3]), tonumber(r[4])
 end
 `
+)
 
 // claimScript: ARGV[3] owner, [4] lease until, [5] expires at, [6] tool,
 // [7] run id, [8] fingerprint, [9] grace (ms). Returns {1, attempt,
 // attempt at, previous} when claimed (previous: the flat hash taken over,
 // or empty) and {0, blocking} otherwise.
-var claimScript = redis.NewScript(prelude + `
+var claimScript = redis.NewScript(luaGone + luaKeep + luaToMap + `
 local now = tonumber(ARGV[2])
 local prev = redis.call('HGETALL', KEYS[1])
 local attempt, attemptAt = '1', ARGV[2]
@@ -83,6 +89,8 @@ if #prev > 0 then
   end
   redis.call('DEL', KEYS[1])
 end
+-- Drop from the index of all records those whose keys have gone.
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[2])
 redis.call('HSET', KEYS[1], 't', ARGV[6], 'u', ARGV[7], 's', 'pending', 'o', ARGV[3],
   'l', ARGV[4], 'e', ARGV[5], 'f', ARGV[8], 'a', attempt, 'at', attemptAt, 'w', ARGV[2])
 keep('pending', tonumber(ARGV[4]), tonumber(ARGV[5]), now, tonumber(ARGV[9]))
@@ -91,7 +99,7 @@ return {1, attempt, attemptAt, prev}
 
 // completeScript: ARGV[3] owner, [4] summary, [5] ref, [6] result,
 // [7] truncated ("1" or "0"), [8] grace. Returns 1, or 0 when not owner.
-var completeScript = redis.NewScript(prelude + `
+var completeScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
 if not l then return 0 end
@@ -103,7 +111,7 @@ return 1
 
 // failScript: ARGV[3] owner, [4] reason, [5] definite ("1" or "0"),
 // [6] grace. Returns 1, or 0 when not owner.
-var failScript = redis.NewScript(prelude + `
+var failScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
 if not l then return 0 end
@@ -121,7 +129,7 @@ return 1
 // extendScript: ARGV[3] owner, [4] new lease until, [5] grace. The
 // retention is raised to the new lease end when it is sooner. Returns 1,
 // or 0 when not owner.
-var extendScript = redis.NewScript(prelude + `
+var extendScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
 if not l then return 0 end
@@ -141,7 +149,7 @@ return 1
 // [4] run id or "", [5] lease before (ms) or "", [6] limit, [7] offset,
 // [8] page size, [9] "p" for the pending index. It drops index entries
 // whose record is gone. Returns {next offset or -1, key, flat hash, ...}.
-var listScript = redis.NewScript(prelude + `
+var listScript = redis.NewScript(luaGone + luaToMap + `
 local now = tonumber(ARGV[2])
 local lb = tonumber(ARGV[5])
 local min, max = '(' .. ARGV[2], '+inf'
