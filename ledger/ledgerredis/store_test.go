@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -381,10 +382,20 @@ func TestResolve(t *testing.T) {
 func TestWaitReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	t.Run("no replica", func(t *testing.T) {
+	t.Run("too few replicas", func(t *testing.T) {
 		t.Parallel()
-		store, _, _ := newStore(t, &ledgerredis.Config{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
-		_, err := store.Claim(ctx, params("k-wait", "owner-a", time.Now()))
+		// One replica more than the server has.
+		info, err := redistest.NewClient(t, redistest.URL(t)).Info(ctx, "replication").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, _ := strings.Cut(info, "connected_slaves:")
+		replicas, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(after, "\n", 2)[0]))
+		if err != nil {
+			t.Fatalf("connected_slaves in %q: %v", info, err)
+		}
+		store, _, _ := newStore(t, &ledgerredis.Config{WaitReplicas: replicas + 1, WaitTimeout: 10 * time.Millisecond})
+		_, err = store.Claim(ctx, params("k-wait", "owner-a", time.Now()))
 		if !errors.Is(err, ledgerredis.ErrNotReplicated) || !errors.Is(err, ledger.ErrUnavailable) {
 			t.Fatalf("Claim = %v, want ErrNotReplicated and ErrUnavailable", err)
 		}
