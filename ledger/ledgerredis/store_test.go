@@ -376,9 +376,9 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-// WaitReplicas: a write no replica acknowledged is an error (the claim is
-// not reported as made); with a replica attached it succeeds, and the
-// record is on the replica when the call returns.
+// WaitReplicas: a write fewer replicas acknowledged than asked for is an
+// error (the claim is not reported as made); with a replica attached it
+// succeeds, and the record is on the replica when the call returns.
 func TestWaitReplicas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
