@@ -18,6 +18,8 @@ import (
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgerredis"
+	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/reconcile"
@@ -70,6 +72,7 @@ const (
 	chaosWorkers   = 64
 	faultRate      = 0.12
 	sqliteShare    = 0.15 // of runs on SQLite rather than memory
+	redisShare     = 0.15 // of runs on Redis rather than memory
 	maxActions     = 3
 	maxResumes     = 4
 	maxModelRounds = 3
@@ -112,6 +115,7 @@ type worker struct {
 	clock  *ledgertest.Clock
 	mem    ledger.Store
 	sqlite ledger.Store
+	redis  ledger.Store
 	tools  []client.Tool
 }
 
@@ -126,6 +130,8 @@ func newWorker(t *testing.T, cfg chaosConfig, id int) *worker {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	w.sqlite = db
+	url := redistest.URL(t)
+	w.redis = ledgerredis.New(redistest.NewClient(t, url), &ledgerredis.Config{Clock: w.clock, Prefix: redistest.Prefix(t, url)})
 	for _, s := range scenarios {
 		w.tools = append(w.tools, w.kit.tools[s.name])
 	}
@@ -236,8 +242,11 @@ func (w *worker) run(cfg chaosConfig, i int) *chaosRun {
 		rng:   rand.New(rand.NewPCG(uint64(cfg.seed), uint64(i))),
 		store: w.mem, backend: "memory", journalFrom: map[string]int{}, faultFrom: map[string]int{},
 		states: map[ledger.State]int{}, reasons: map[string]int{}}
-	if r.rng.Float64() < sqliteShare {
+	switch x := r.rng.Float64(); {
+	case x < sqliteShare:
 		r.store, r.backend = w.sqlite, "sqlite"
+	case x < sqliteShare+redisShare:
+		r.store, r.backend = w.redis, "redis"
 	}
 	for _, name := range providerNames {
 		s := w.kit.server(name)

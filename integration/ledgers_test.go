@@ -10,6 +10,8 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgerredis"
+	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 
@@ -34,6 +36,11 @@ var backends = []backend{
 		endpoint := dynalitetest.Endpoint(t)
 		env := []string{"IDEM_LEDGER=dynamo", "IDEM_DYNAMO_ENDPOINT=" + endpoint,
 			"IDEM_DYNAMO_TABLE=" + dynalitetest.NewTable(t, dynalitetest.NewClient(endpoint))}
+		return mustOpen(t, env, clock), env
+	}},
+	{name: "redis", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+		url := redistest.URL(t)
+		env := []string{"IDEM_LEDGER=redis", "IDEM_REDIS=" + url + "?prefix=" + redistest.Prefix(t, url)}
 		return mustOpen(t, env, clock), env
 	}},
 }
@@ -61,6 +68,12 @@ func openFromEnv(ctx context.Context, getenv func(string) string, clock ledger.C
 	case "dynamo":
 		client := dynalitetest.NewClient(getenv("IDEM_DYNAMO_ENDPOINT"))
 		return ledgerdynamo.New(client, getenv("IDEM_DYNAMO_TABLE"), &ledgerdynamo.Config{Clock: clock}), func() {}, nil
+	case "redis":
+		s, closeStore, err := ledgerredis.OpenURL(ctx, getenv("IDEM_REDIS"), &ledgerredis.Config{Clock: clock})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, closeStore, nil
 	default:
 		return nil, nil, fmt.Errorf("integration: no durable ledger %q", b)
 	}

@@ -13,11 +13,12 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-// TestMain runs the tests with a DynamoDB-compatible server (dynalite),
-// or, in a child process started by killed_after_effect, the call that is
+// TestMain runs the tests with a DynamoDB-compatible server (dynalite)
+// and a Redis server (redistest), or, in a child process started by killed_after_effect, the call that is
 // killed instead of any test.
 //
 // The tests mostly wait — for fakes that hold a request until the client
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	os.Exit(dynalitetest.Main(m))
+	os.Exit(redistest.Main(func() int { return dynalitetest.Main(m) }))
 }
 
 // The child process's environment.

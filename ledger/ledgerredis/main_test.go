@@ -1,0 +1,43 @@
+package ledgerredis_test
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+)
+
+// The tests run against the server of redistest: IDEMKIT_REDIS_URL, the
+// one on 127.0.0.1:6379, or a redis-server it starts for this test binary.
+// Servers that single tests start for the whole binary stop at its end.
+// In a child process of TestKilledWhileClaimed it runs the child instead.
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		fmt.Fprintln(os.Stderr, "child:", killedChild())
+		os.Exit(1)
+	}
+	os.Exit(redistest.Main(func() int {
+		defer func() {
+			started.Lock()
+			defer started.Unlock()
+			for _, s := range started.servers {
+				s.Close()
+			}
+		}()
+		return m.Run()
+	}))
+}
+
+var started struct {
+	sync.Mutex
+	servers []*redistest.Server
+}
+
+// stopAtExit stops s when the tests end.
+func stopAtExit(s *redistest.Server) {
+	started.Lock()
+	defer started.Unlock()
+	started.servers = append(started.servers, s)
+}
