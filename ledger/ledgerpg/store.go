@@ -150,7 +150,7 @@ const (
 // locks the newest version of the row and decides again on that: a
 // takeover copies the old fields into prev_* and returns them with the
 // new record; a refusal (the row changed after the snapshot) rewrites the
-// row unchanged, with prev_state ”, and returns it.
+// row unchanged but for an empty prev_state, and returns it.
 func claimSQL(table string) string {
 	type set struct{ col, takeover, refused string }
 	sets := []set{

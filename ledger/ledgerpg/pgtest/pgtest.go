@@ -13,10 +13,12 @@
 //
 //	func TestSomething(t *testing.T) {
 //		t.Parallel()
-//		pool := pgtest.Pool(t)          // shared by the tests of the binary
+//		pool := pgtest.Pool(t)           // shared by the tests of the binary
 //		schema := pgtest.Schema(t, pool) // dropped when t ends
 //		...
 //	}
+//
+// Runnable examples take a pool and a schema from ForExamples.
 //
 // Nothing is ever skipped: when no server can be found or started, the
 // test fails and says why.
@@ -26,6 +28,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -43,47 +46,62 @@ const EnvURL = "IDEMKIT_POSTGRES_URL"
 // LocalURL is the server the development and CI machines run.
 const LocalURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
-// shared is the server of the test binary, found or started on first use.
+// shared is the server of the test binary, found or started on first use,
+// and what Main cleans up.
 var shared struct {
 	once sync.Once
 	url  string
 	err  error
 	srv  *Server // started by this process; nil otherwise
-	mu   sync.Mutex
-	pool *pgxpool.Pool
+
+	mu             sync.Mutex
+	pool           *pgxpool.Pool
+	exampleSchemas []string
 }
 
-// Main runs the tests (run is m.Run, or a function that calls it) and then
-// closes the pool of Pool and stops the server URL started, if it started
-// one. It returns run's exit code, or 1 when the server could not be
-// stopped.
+// Main runs the tests (run is m.Run, or a function that calls it), then
+// drops the schemas of ForExamples, closes the pool of Pool and stops the
+// server that URL started, if it started one. It returns run's exit code,
+// or 1 when the cleanup failed.
 func Main(run func() int) int {
 	code := run()
 	shared.mu.Lock()
+	var errs []error
 	if shared.pool != nil {
+		for _, name := range shared.exampleSchemas {
+			errs = append(errs, dropSchema(shared.pool, name))
+		}
 		shared.pool.Close()
 	}
 	shared.mu.Unlock()
 	if shared.srv != nil {
-		if err := shared.srv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "pgtest:", err)
-			if code == 0 {
-				code = 1
-			}
-		}
+		errs = append(errs, shared.srv.Stop())
+	}
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintln(os.Stderr, "pgtest:", err)
+		code = max(code, 1)
 	}
 	return code
+}
+
+// server finds or starts the test binary's server on the first call.
+func server() (string, error) {
+	shared.once.Do(func() { shared.url, shared.srv, shared.err = find(context.Background()) })
+	if shared.err != nil {
+		return "", fmt.Errorf("pgtest: no PostgreSQL server: %w", shared.err)
+	}
+	return shared.url, nil
 }
 
 // URL returns the URL of the test binary's server, finding or starting it
 // on the first call. It fails tb when there is none.
 func URL(tb testing.TB) string {
 	tb.Helper()
-	shared.once.Do(func() { shared.url, shared.srv, shared.err = find(context.Background()) })
-	if shared.err != nil {
-		tb.Fatalf("pgtest: no PostgreSQL server: %v", shared.err)
+	url, err := server()
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return shared.url
+	return url
 }
 
 // find returns the URL of the first server that answers, starting one when
@@ -91,7 +109,7 @@ func URL(tb testing.TB) string {
 func find(ctx context.Context) (string, *Server, error) {
 	if u := os.Getenv(EnvURL); u != "" {
 		if err := ping(ctx, u); err != nil {
-			return "", nil, fmt.Errorf("%s=%s: %w", EnvURL, u, err)
+			return "", nil, fmt.Errorf("%s: %w", EnvURL, err)
 		}
 		return u, nil, nil
 	}
@@ -117,44 +135,89 @@ func ping(ctx context.Context, url string) error {
 	return conn.Ping(ctx)
 }
 
-// Pool returns a connection pool on URL shared by the tests of the binary
-// (at most 16 connections). Main closes it.
-func Pool(tb testing.TB) *pgxpool.Pool {
-	tb.Helper()
-	url := URL(tb)
+// sharedPool returns the pool of Pool, making it on the first call.
+func sharedPool() (*pgxpool.Pool, error) {
+	url, err := server()
+	if err != nil {
+		return nil, err
+	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.pool == nil {
 		cfg, err := pgxpool.ParseConfig(url)
 		if err != nil {
-			tb.Fatalf("pgtest: %v", err)
+			return nil, fmt.Errorf("pgtest: %w", err)
 		}
 		cfg.MaxConns = 16
 		if shared.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
-			tb.Fatalf("pgtest: %v", err)
+			return nil, fmt.Errorf("pgtest: %w", err)
 		}
 	}
-	return shared.pool
+	return shared.pool, nil
+}
+
+// Pool returns a connection pool on URL shared by the tests of the binary
+// (at most 16 connections). Main closes it.
+func Pool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := sharedPool()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pool
 }
 
 var schemaSeq atomic.Int64
 
-// Schema creates a schema with a name no other test uses, in this or
-// another test binary on the same server, and drops it with everything in
-// it when tb ends.
-func Schema(tb testing.TB, pool *pgxpool.Pool) string {
-	tb.Helper()
+// createSchema creates a schema with a name no other test uses, in this
+// or another test binary on the same server.
+func createSchema(pool *pgxpool.Pool) (string, error) {
 	b := make([]byte, 4)
 	rand.Read(b)
 	name := fmt.Sprintf("idemkit_test_%d_%d_%s", os.Getpid(), schemaSeq.Add(1), hex.EncodeToString(b))
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		tb.Fatalf("pgtest: create schema: %v", err)
+	if _, err := pool.Exec(context.Background(), "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("pgtest: create schema: %w", err)
+	}
+	return name, nil
+}
+
+func dropSchema(pool *pgxpool.Pool, name string) error {
+	if _, err := pool.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("pgtest: drop schema %s: %w", name, err)
+	}
+	return nil
+}
+
+// Schema creates a schema of its own for tb in pool's database and drops
+// it, with everything in it, when tb ends.
+func Schema(tb testing.TB, pool *pgxpool.Pool) string {
+	tb.Helper()
+	name, err := createSchema(pool)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		if _, err := pool.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			tb.Errorf("pgtest: drop schema %s: %v", name, err)
+		if err := dropSchema(pool, name); err != nil {
+			tb.Error(err)
 		}
 	})
 	return name
+}
+
+// ForExamples returns, for a runnable example (which has no testing.TB),
+// the pool of Pool and a schema of its own, which Main drops after the
+// tests. It panics when there is no server.
+func ForExamples() (*pgxpool.Pool, string) {
+	pool, err := sharedPool()
+	if err != nil {
+		panic(err)
+	}
+	name, err := createSchema(pool)
+	if err != nil {
+		panic(err)
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	shared.exampleSchemas = append(shared.exampleSchemas, name)
+	return pool, name
 }
