@@ -22,7 +22,9 @@ func TestMigrateConcurrently(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
 	cfg := &ledgerpg.Config{Schema: pgtest.Schema(t, pool) + "_new", Table: "ledger"}
-	t.Cleanup(func() { _, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE") })
+	t.Cleanup(func() {
+		_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE")
+	})
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	start := make(chan struct{})
