@@ -52,7 +52,7 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-var placeholderRE = regexp.MustCompile(`\{\{(table|index:[a-z_]+)\}\}`)
+var placeholderRE = regexp.MustCompile(`\{\{(table|index:[a-z_]+|func:[a-z_]+)\}\}`)
 
 // Migrate creates or upgrades the ledger table that cfg names (nil: the
 // defaults) to the version this package needs, in one transaction. The
@@ -107,10 +107,14 @@ func Migrate(ctx context.Context, db Beginner, cfg *Config) (err error) {
 	}
 	for v := version + 1; v <= len(migrations); v++ {
 		script := placeholderRE.ReplaceAllStringFunc(migrations[v-1], func(m string) string {
-			if m == "{{table}}" {
+			kind, name, _ := strings.Cut(strings.Trim(m, "{}"), ":")
+			switch kind {
+			case "table":
 				return pgx.Identifier{c.Schema, c.Table}.Sanitize()
+			case "index":
+				return pgx.Identifier{c.Table + "_" + name}.Sanitize()
 			}
-			return pgx.Identifier{c.Table + "_" + strings.TrimSuffix(strings.TrimPrefix(m, "{{index:"), "}}")}.Sanitize()
+			return pgx.Identifier{c.Schema, c.Table + "_" + name}.Sanitize()
 		})
 		// The simple protocol: a script holds several statements.
 		if _, err := tx.Exec(ctx, script, pgx.QueryExecModeSimpleProtocol); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -112,7 +111,7 @@ func New(db Querier, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{db: db, clock: c.Clock, mode: c.ExecMode, batch: c.PurgeBatch,
-		sql: newStatements(pgx.Identifier{c.Schema, c.Table}.Sanitize())}, nil
+		sql: newStatements(pgx.Identifier{c.Schema, c.Table}.Sanitize(), pgx.Identifier{c.Schema, c.Table + "_claim"}.Sanitize())}, nil
 }
 
 // statements is the SQL of a Store, built once for its table.
@@ -132,83 +131,10 @@ const (
 	owned = ` WHERE key = $1 AND owner = $2 AND state = 'pending' AND ` + visible
 )
 
-// The claim: $1 key, $2 tool, $3 run id, $4 owner, $5 lease, $6 expiry,
-// $7 fingerprint, $8 now. Of the record r under the key:
-const (
-	// absent: expired and not pending; a claim over it starts afresh.
-	absent = `(r.expires_at <= $8 AND r.state <> 'pending')`
-	// claimable: it gives way to the claim. A pending record whose lease
-	// lapsed is taken over (and reported) even when its retention ran out.
-	claimable = `(` + absent + ` OR r.state = 'failed'
-		OR (r.state = 'uncertain' AND r.fingerprint = $7)
-		OR (r.state = 'pending' AND r.lease_until <= $8 AND (r.fingerprint = $7 OR r.expires_at <= $8)))`
-)
-
-// claimSQL is the whole claim in one statement. old reads the record
-// (statement snapshot). When it blocks the claim, it is the answer and
-// nothing is written. Otherwise ins inserts the claim; on a conflict it
-// locks the newest version of the row and decides again on that: a
-// takeover copies the old fields into prev_* and returns them with the
-// new record; a refusal (the row changed after the snapshot) rewrites the
-// row unchanged but for an empty prev_state, and returns it.
-func claimSQL(table string) string {
-	type set struct{ col, takeover, refused string }
-	sets := []set{
-		{"tool", "$2", ""}, {"run_id", "$3", ""}, {"state", "'pending'", ""}, {"owner", "$4", ""},
-		{"lease_until", "$5", ""}, {"expires_at", "$6", ""}, {"fingerprint", "$7", ""},
-		{"attempt", "CASE WHEN f.a THEN 1 ELSE r.attempt END", ""},
-		{"attempt_at", "CASE WHEN f.a THEN $8 ELSE r.attempt_at END", ""},
-		{"summary", "''", ""}, {"ref", "''", ""}, {"result", "NULL", ""}, {"truncated", "false", ""},
-		{"reason", "''", ""}, {"updated_at", "$8", ""},
-		{"prev_state", "CASE WHEN f.a THEN 'none' ELSE r.state END", "''"},
-	}
-	var cols, exprs []string
-	for _, s := range sets {
-		refused := s.refused
-		if refused == "" {
-			refused = "r." + s.col
-		}
-		cols = append(cols, s.col)
-		exprs = append(exprs, "CASE WHEN f.c THEN "+s.takeover+" ELSE "+refused+" END")
-	}
-	for _, col := range strings.Split(prevCols, ",")[1:] { // the copy of the old fields
-		col = strings.TrimSpace(col)
-		cols = append(cols, col)
-		exprs = append(exprs, "r."+strings.TrimPrefix(col, "prev_"))
-	}
-	return `WITH old AS (
-	SELECT ` + claimable + ` AS claimable, ` + prefixed("r.", recordCols) + `, r.prev_owner, r.prev_lease_until, r.prev_expires_at,
-		r.prev_fingerprint, r.prev_attempt, r.prev_attempt_at, r.prev_reason, r.prev_updated_at, r.prev_tool, r.prev_run_id
-	FROM ` + table + ` AS r WHERE r.key = $1
-), ins AS (
-	INSERT INTO ` + table + ` AS r (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at, prev_state)
-	SELECT $1, $2, $3, 'pending', $4, $5, $6, $7, 1, $8, $8, 'none'
-	WHERE NOT EXISTS (SELECT FROM old WHERE NOT old.claimable)
-	ON CONFLICT (key) DO UPDATE SET (` + strings.Join(cols, ", ") + `) = (
-		SELECT ` + strings.Join(exprs, ",\n\t\t\t") + `
-		FROM (SELECT ` + claimable + ` AS c, ` + absent + ` AS a) AS f)
-	RETURNING ` + recordCols + `, ` + prevCols + `
-)
-SELECT * FROM ins
-UNION ALL
-SELECT ` + recordCols + `, '', prev_owner, prev_lease_until, prev_expires_at, prev_fingerprint,
-	prev_attempt, prev_attempt_at, prev_reason, prev_updated_at, prev_tool, prev_run_id
-FROM old WHERE NOT claimable`
-}
-
-// prefixed qualifies each column of a list.
-func prefixed(p, cols string) string {
-	var out []string
-	for _, c := range strings.Split(cols, ",") {
-		out = append(out, p+strings.TrimSpace(c))
-	}
-	return strings.Join(out, ", ")
-}
-
-func newStatements(table string) *statements {
+func newStatements(table, claim string) *statements {
 	return &statements{
 		table: table,
-		claim: claimSQL(table),
+		claim: `SELECT ` + recordCols + `, ` + prevCols + ` FROM ` + claim + `($1, $2, $3, $4, $5, $6, $7, $8)`,
 		complete: `UPDATE ` + table + ` SET state = 'done', summary = $3, ref = $4, result = $5, truncated = $6,
 	reason = '', lease_until = $7, updated_at = $7` + fmt.Sprintf(owned, 7),
 		fail: `UPDATE ` + table + ` SET state = $3, attempt = attempt + $4,
@@ -233,7 +159,9 @@ func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
 func (s *Store) now() time.Time { return ms(s.clock.Now()) }
 
 // Claim implements ledger.Store. It is one statement, one round trip,
-// whether the claim wins, takes a record over, or is refused.
+// whether the claim wins, takes a record over, or is refused: a call of
+// the claim function that Migrate creates (see the package
+// documentation).
 func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
 	if err := p.Validate(); err != nil {
 		return ledger.ClaimResult{}, err
