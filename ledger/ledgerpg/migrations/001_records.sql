@@ -45,7 +45,7 @@ CREATE INDEX {{index:expires}} ON {{table}} (expires_at);
 -- a: absent, that is expired and not pending): a takeover copies the old
 -- fields into prev_* and returns them with the new record; a refusal (the
 -- row changed after the snapshot) rewrites the row unchanged but for an
--- empty prev_state and returns it. A function, so that the server plans
+-- empty prev_state and returns it. A function, so that the server prepares
 -- the statement once per connection even when statements are sent
 -- unprepared (through PgBouncer in transaction pooling mode).
 CREATE FUNCTION {{func:claim}}(p_key text, p_tool text, p_run_id text, p_owner text,
