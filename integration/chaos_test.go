@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/reconcile"
@@ -60,9 +61,10 @@ func TestChaosCheckerCatchesDuplicatesWithoutReconcile(t *testing.T) {
 }
 
 type chaosConfig struct {
-	seed  int64
-	runs  int
-	blind bool
+	seed     int64
+	runs     int
+	blind    bool
+	pgSchema string // the workers' PostgreSQL ledger (set by runChaos)
 }
 
 // Shape of the chaos.
@@ -70,6 +72,7 @@ const (
 	chaosWorkers   = 64
 	faultRate      = 0.12
 	sqliteShare    = 0.15 // of runs on SQLite rather than memory
+	postgresShare  = 0.15 // of runs on PostgreSQL
 	maxActions     = 3
 	maxResumes     = 4
 	maxModelRounds = 3
@@ -112,6 +115,7 @@ type worker struct {
 	clock  *ledgertest.Clock
 	mem    ledger.Store
 	sqlite ledger.Store
+	pg     ledger.Store
 	tools  []client.Tool
 }
 
@@ -126,6 +130,7 @@ func newWorker(t *testing.T, cfg chaosConfig, id int) *worker {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	w.sqlite = db
+	w.pg = postgresStore(t, cfg.pgSchema, w.clock)
 	for _, s := range scenarios {
 		w.tools = append(w.tools, w.kit.tools[s.name])
 	}
@@ -173,6 +178,7 @@ func (s *chaosSummary) report() string {
 func runChaos(t *testing.T, cfg chaosConfig) *chaosSummary {
 	t.Helper()
 	workers := min(chaosWorkers, cfg.runs)
+	cfg.pgSchema = pgtest.Schema(t, pgtest.Pool(t))
 	sum := &chaosSummary{states: map[ledger.State]int{}, reasons: map[string]int{}}
 	var wg sync.WaitGroup
 	for id := range workers {
@@ -236,8 +242,11 @@ func (w *worker) run(cfg chaosConfig, i int) *chaosRun {
 		rng:   rand.New(rand.NewPCG(uint64(cfg.seed), uint64(i))),
 		store: w.mem, backend: "memory", journalFrom: map[string]int{}, faultFrom: map[string]int{},
 		states: map[ledger.State]int{}, reasons: map[string]int{}}
-	if r.rng.Float64() < sqliteShare {
+	switch x := r.rng.Float64(); {
+	case x < sqliteShare:
 		r.store, r.backend = w.sqlite, "sqlite"
+	case x < sqliteShare+postgresShare:
+		r.store, r.backend = w.pg, "postgres"
 	}
 	for _, name := range providerNames {
 		s := w.kit.server(name)

@@ -2,8 +2,8 @@
 //
 // Every side-effecting adapter (Stripe PaymentIntents and refunds, mail,
 // CRM upsert, an IETF Idempotency-Key API) runs against its fake provider
-// server, over every ledger backend (memory, SQLite, DynamoDB on dynalite),
-// through client.Executor with the reconcile policy:
+// server, over every ledger backend (memory, SQLite, DynamoDB on dynalite,
+// PostgreSQL), through client.Executor with the reconcile policy:
 //
 //   - TestFailureCases/<ledger>/<adapter>/<case>: the failure cases of
 //     package idemtest (same call twice, model re-call, crash after the
@@ -12,7 +12,7 @@
 //     killed_after_effect: a real child process (this test binary,
 //     re-executed) is killed with os.Exit right after the provider call and
 //     before the ledger write, and the run resumes in this process on the
-//     same SQLite file or DynamoDB table.
+//     same SQLite file, DynamoDB table or PostgreSQL table.
 //   - TestChaos: seeded randomized agent runs mixing every fault of the
 //     fakes with crashes at each step boundary, parallel resumes, double
 //     approvals and model re-calls; a checker compares the fakes' effect

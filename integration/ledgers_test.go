@@ -10,6 +10,8 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 
@@ -36,6 +38,27 @@ var backends = []backend{
 			"IDEM_DYNAMO_TABLE=" + dynalitetest.NewTable(t, dynalitetest.NewClient(endpoint))}
 		return mustOpen(t, env, clock), env
 	}},
+	{name: "postgres", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+		schema := pgtest.Schema(t, pgtest.Pool(t))
+		env := []string{"IDEM_LEDGER=postgres", "IDEM_POSTGRES_URL=" + pgtest.URL(t), "IDEM_POSTGRES_SCHEMA=" + schema}
+		return postgresStore(t, schema, clock), env
+	}},
+}
+
+// postgresStore returns a store on the test binary's pool (pgtest.Pool),
+// in schema, migrating its table unless that is done.
+func postgresStore(t testing.TB, schema string, clock ledger.Clock) ledger.Store {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	cfg := &ledgerpg.Config{Clock: clock, Schema: schema}
+	if err := ledgerpg.Migrate(context.Background(), pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledgerpg.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func mustOpen(t testing.TB, env []string, clock ledger.Clock) ledger.Store {
@@ -61,6 +84,8 @@ func openFromEnv(ctx context.Context, getenv func(string) string, clock ledger.C
 	case "dynamo":
 		client := dynalitetest.NewClient(getenv("IDEM_DYNAMO_ENDPOINT"))
 		return ledgerdynamo.New(client, getenv("IDEM_DYNAMO_TABLE"), &ledgerdynamo.Config{Clock: clock}), func() {}, nil
+	case "postgres":
+		return ledgerpg.OpenURL(ctx, getenv("IDEM_POSTGRES_URL"), &ledgerpg.Config{Clock: clock, Schema: getenv("IDEM_POSTGRES_SCHEMA")})
 	default:
 		return nil, nil, fmt.Errorf("integration: no durable ledger %q", b)
 	}

@@ -13,10 +13,12 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-// TestMain runs the tests with a DynamoDB-compatible server (dynalite),
+// TestMain runs the tests with a DynamoDB-compatible server (dynalite) and
+// a PostgreSQL server (pgtest),
 // or, in a child process started by killed_after_effect, the call that is
 // killed instead of any test.
 //
@@ -36,7 +38,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	os.Exit(dynalitetest.Main(m))
+	os.Exit(pgtest.Main(func() int { return dynalitetest.Main(m) }))
 }
 
 // The child process's environment.
