@@ -11,7 +11,12 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 )
 
+// TestMain runs the tests, or the body of a child process of
+// TestMultiProcess when the environment asks for one.
 func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		os.Exit(childProcess())
+	}
 	os.Exit(pgtest.Main(m.Run))
 }
 
