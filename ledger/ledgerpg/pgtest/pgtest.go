@@ -19,6 +19,9 @@
 //	}
 //
 // Runnable examples take a pool and a schema from ForExamples.
+// PgBouncerURL puts a PgBouncer in transaction pooling mode in front of
+// the server (installing the Debian pgbouncer package when it is
+// missing), for tests of what works through a pooler.
 //
 // Nothing is ever skipped: when no server can be found or started, the
 // test fails and says why.
@@ -61,7 +64,8 @@ var shared struct {
 
 // Main runs the tests (run is m.Run, or a function that calls it), then
 // drops the schemas of ForExamples, closes the pool of Pool and stops the
-// server that URL started, if it started one. It returns run's exit code,
+// PgBouncer of PgBouncerURL and the server that URL started, if it
+// started them. It returns run's exit code,
 // or 1 when the cleanup failed.
 func Main(run func() int) int {
 	code := run()
@@ -74,6 +78,7 @@ func Main(run func() int) int {
 		shared.pool.Close()
 	}
 	shared.mu.Unlock()
+	errs = append(errs, stopBouncer())
 	if shared.srv != nil {
 		errs = append(errs, shared.srv.Stop())
 	}
@@ -220,4 +225,38 @@ func ForExamples() (*pgxpool.Pool, string) {
 	defer shared.mu.Unlock()
 	shared.exampleSchemas = append(shared.exampleSchemas, name)
 	return pool, name
+}
+
+// bouncer is the PgBouncer of the test binary, started on first use.
+var bouncer struct {
+	once sync.Once
+	url  string
+	err  error
+	srv  *Bouncer
+}
+
+// PgBouncerURL returns the URL of a PgBouncer in transaction pooling mode
+// in front of URL's server, started for the test binary on the first call
+// (StartPgBouncer) and stopped by Main. It fails tb when there is none.
+func PgBouncerURL(tb testing.TB) string {
+	tb.Helper()
+	target := URL(tb)
+	bouncer.once.Do(func() {
+		bouncer.srv, bouncer.err = StartPgBouncer(context.Background(), target)
+		if bouncer.err == nil {
+			bouncer.url = bouncer.srv.URL
+		}
+	})
+	if bouncer.err != nil {
+		tb.Fatalf("pgtest: no PgBouncer: %v", bouncer.err)
+	}
+	return bouncer.url
+}
+
+// stopBouncer stops the PgBouncer of PgBouncerURL, if it started one.
+func stopBouncer() error {
+	if bouncer.srv == nil {
+		return nil
+	}
+	return bouncer.srv.Stop()
 }

@@ -134,26 +134,36 @@ func binDir(ctx context.Context) (string, error) {
 	if dir := findBin(); dir != "" {
 		return dir, nil
 	}
-	if os.Geteuid() != 0 {
-		return "", errors.New("initdb not found; install PostgreSQL (Debian: apt-get install postgresql) or set " + EnvURL)
-	}
-	install := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		return cmd.CombinedOutput()
-	}
-	if _, err := install("install", "-y", "--no-install-recommends", "postgresql"); err != nil {
-		if out, err := install("update"); err != nil {
-			return "", fmt.Errorf("apt-get update: %w\n%s", err, out)
-		}
-		if out, err := install("install", "-y", "--no-install-recommends", "postgresql"); err != nil {
-			return "", fmt.Errorf("apt-get install postgresql: %w\n%s", err, out)
-		}
+	if err := aptInstall(ctx, "postgresql"); err != nil {
+		return "", fmt.Errorf("initdb not found: %w", err)
 	}
 	if dir := findBin(); dir != "" {
 		return dir, nil
 	}
 	return "", errors.New("postgresql was installed but no initdb was found")
+}
+
+// aptInstall installs a Debian package, updating the package lists first
+// when the install fails without them. It needs root.
+func aptInstall(ctx context.Context, pkg string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("install the Debian package %s (apt-get install %s) or set %s", pkg, pkg, EnvURL)
+	}
+	apt := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		return cmd.CombinedOutput()
+	}
+	if _, err := apt("install", "-y", "--no-install-recommends", pkg); err == nil {
+		return nil
+	}
+	if out, err := apt("update"); err != nil {
+		return fmt.Errorf("apt-get update: %w\n%s", err, out)
+	}
+	if out, err := apt("install", "-y", "--no-install-recommends", pkg); err != nil {
+		return fmt.Errorf("apt-get install %s: %w\n%s", pkg, err, out)
+	}
+	return nil
 }
 
 // findBin returns the directory that holds initdb and postgres: the one

@@ -21,3 +21,18 @@ func Start(context.Context) (*Server, error) {
 
 // Stop does nothing.
 func (*Server) Stop() error { return nil }
+
+// Bouncer is a PgBouncer that StartPgBouncer started. Starting one needs
+// a unix system.
+type Bouncer struct {
+	// URL reaches the target's database through PgBouncer.
+	URL string
+}
+
+// StartPgBouncer fails: starting PgBouncer needs a unix system.
+func StartPgBouncer(context.Context, string) (*Bouncer, error) {
+	return nil, errors.New("pgtest: starting PgBouncer needs a unix system")
+}
+
+// Stop does nothing.
+func (*Bouncer) Stop() error { return nil }
