@@ -56,10 +56,11 @@
 // PL/pgSQL the server prepares it once per connection and a replay costs
 // about 0.4 ms.
 //
-// A pending record whose lease is live never counts as expired, even past
-// its ExpiresAt; Extend raises ExpiresAt to the new lease end; a pending
-// record whose lease lapsed is taken over (Previous set, so the executor
-// reconciles) even after its retention ran out.
+// A pending record never expires (ledger.Record.Expired): past its
+// ExpiresAt it still blocks claims while its lease is live, and once the
+// lease has lapsed a claim of the same action takes it over and reports it
+// (the executor reconciles first); Get and List return it and Purge keeps
+// it. Extend raises ExpiresAt to the new lease end.
 //
 // Purge deletes expired records in statements of Config.PurgeBatch rows
 // that skip rows locked by a claim, so it never holds many locks or makes

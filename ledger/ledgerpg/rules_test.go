@@ -25,7 +25,7 @@ func storeAt(t *testing.T, clock ledger.Clock) (*ledgerpg.Store, string) {
 // A pending record whose lease is live never counts as expired, even past
 // its ExpiresAt (a row that an older writer left so): claims are blocked,
 // Get and List return it, Purge keeps it, its owner may complete it.
-func TestLiveLeaseNeverExpires(t *testing.T) {
+func TestLiveClaimNeverExpires(t *testing.T) {
 	t.Parallel()
 	clock := ledgertest.NewClock(t0)
 	s, table := storeAt(t, clock)
@@ -90,42 +90,46 @@ func TestExtendRaisesExpiry(t *testing.T) {
 	}
 }
 
-// A pending record whose lease lapsed and whose retention ran out is
-// taken over and reported, with any fingerprint: its owner may have acted,
-// so the claim must reconcile; it is never treated as absent.
-func TestExpiredAbandonedClaimIsTakenOver(t *testing.T) {
+// A pending record whose lease lapsed and whose retention ran out is an
+// abandoned claim whose effect may exist: Get, List and Purge keep it, a
+// claim of another action is refused, and a claim of the same action
+// takes it over and reports it, so that the caller reconciles first.
+func TestAbandonedClaimNeverExpires(t *testing.T) {
 	t.Parallel()
 	clock := ledgertest.NewClock(t0)
 	s, _ := storeAt(t, clock)
 	ctx := context.Background()
-	for i, fp := range []string{"fp-1", "fp-other"} {
-		p := params("k-abandoned-"+fp, "owner-a", t0)
-		p.LeaseUntil, p.ExpiresAt = t0.Add(30*time.Second), t0.Add(time.Minute)
-		clock.Set(t0)
-		if _, err := s.Claim(ctx, p); err != nil {
-			t.Fatal(err)
-		}
-		abandoned, err := s.Get(ctx, p.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clock.Set(t0.Add(time.Duration(i+2) * time.Minute))
-		if _, err := s.Get(ctx, p.Key); !errors.Is(err, ledger.ErrNotFound) {
-			t.Errorf("%s: Get after expiry: %v, want ledger.ErrNotFound", fp, err)
-		}
-		q := params(p.Key, "owner-b", clock.Now())
-		q.Fingerprint = fp
-		res, err := s.Claim(ctx, q)
-		if err != nil || !res.Claimed || !res.MustReconcile() || res.Attempt != 1 {
-			t.Fatalf("%s: claim = %+v, %v; want a takeover that must reconcile, attempt 1", fp, res, err)
-		}
-		if got := *res.Previous; got.Owner != abandoned.Owner || got.State != ledger.StatePending ||
-			!got.AttemptAt.Equal(abandoned.AttemptAt) || !got.LeaseUntil.Equal(abandoned.LeaseUntil) {
-			t.Errorf("%s: Previous = %+v, want %+v", fp, got, abandoned)
-		}
-		if r, err := s.Get(ctx, p.Key); err != nil || r.Owner != q.Owner || !r.AttemptAt.Equal(abandoned.AttemptAt) {
-			t.Errorf("%s: after the takeover: %+v, %v", fp, r, err)
-		}
+	p := params("k-abandoned", "owner-a", t0)
+	p.LeaseUntil, p.ExpiresAt = t0.Add(30*time.Second), t0.Add(time.Minute)
+	if _, err := s.Claim(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	abandoned, err := s.Get(ctx, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(time.Hour))
+	if r, err := s.Get(ctx, p.Key); err != nil || r.Owner != p.Owner {
+		t.Errorf("Get past the retention = %+v, %v; want the abandoned claim", r, err)
+	}
+	if rs, err := s.List(ctx, ledger.Filter{State: ledger.StatePending, LeaseBefore: clock.Now()}); err != nil || len(rs) != 1 {
+		t.Errorf("List(abandoned) = %+v, %v; want the claim", rs, err)
+	}
+	if n, err := s.Purge(ctx, clock.Now()); err != nil || n != 0 {
+		t.Errorf("Purge = %d, %v; want 0", n, err)
+	}
+	other := params(p.Key, "owner-b", clock.Now())
+	other.Fingerprint = "fp-other"
+	if res, err := s.Claim(ctx, other); err != nil || res.Claimed || res.Previous == nil || res.Previous.Owner != p.Owner {
+		t.Errorf("claim of another action = %+v, %v; want refused by the abandoned claim", res, err)
+	}
+	res, err := s.Claim(ctx, params(p.Key, "owner-c", clock.Now()))
+	if err != nil || !res.Claimed || !res.MustReconcile() || res.Attempt != 1 {
+		t.Fatalf("claim = %+v, %v; want a takeover that must reconcile, attempt 1", res, err)
+	}
+	if got := *res.Previous; got.Owner != abandoned.Owner || got.State != ledger.StatePending ||
+		!got.AttemptAt.Equal(abandoned.AttemptAt) || !got.LeaseUntil.Equal(abandoned.LeaseUntil) {
+		t.Errorf("Previous = %+v, want %+v", got, abandoned)
 	}
 }
 

@@ -124,11 +124,11 @@ const (
 	attempt, attempt_at, summary, ref, result, truncated, reason, updated_at`
 	prevCols = `prev_state, prev_owner, prev_lease_until, prev_expires_at, prev_fingerprint,
 	prev_attempt, prev_attempt_at, prev_reason, prev_updated_at, prev_tool, prev_run_id`
-	// visible: the record is live at now ($n): not expired, or pending
-	// with a live lease (such a record never counts as expired).
-	visible = `(expires_at > $%[1]d OR (state = 'pending' AND lease_until > $%[1]d))`
-	// The owner's conditional writes: $1 key, $2 owner, $%d now.
-	owned = ` WHERE key = $1 AND owner = $2 AND state = 'pending' AND ` + visible
+	// visible: the record has not expired at now ($1): it is pending
+	// (a pending record never expires) or within its retention.
+	visible = `(state = 'pending' OR expires_at > $1)`
+	// The owner's conditional writes: $1 key, $2 owner.
+	owned = ` WHERE key = $1 AND owner = $2 AND state = 'pending'`
 )
 
 func newStatements(table, claim string) *statements {
@@ -136,19 +136,18 @@ func newStatements(table, claim string) *statements {
 		table: table,
 		claim: `SELECT ` + recordCols + `, ` + prevCols + ` FROM ` + claim + `($1, $2, $3, $4, $5, $6, $7, $8)`,
 		complete: `UPDATE ` + table + ` SET state = 'done', summary = $3, ref = $4, result = $5, truncated = $6,
-	reason = '', lease_until = $7, updated_at = $7` + fmt.Sprintf(owned, 7),
+	reason = '', lease_until = $7, updated_at = $7` + owned,
 		fail: `UPDATE ` + table + ` SET state = $3, attempt = attempt + $4,
 	attempt_at = CASE WHEN $4 = 1 THEN $6 ELSE attempt_at END, reason = $5,
-	lease_until = $6, updated_at = $6` + fmt.Sprintf(owned, 6),
+	lease_until = $6, updated_at = $6` + owned,
 		// Extend keeps the record at least as long as its lease.
 		extend: `UPDATE ` + table + ` SET lease_until = $3, expires_at = GREATEST(expires_at, $3),
-	updated_at = $4` + fmt.Sprintf(owned, 4),
-		get: `SELECT ` + recordCols + ` FROM ` + table + ` WHERE key = $1 AND ` + fmt.Sprintf(visible, 2),
+	updated_at = $4` + owned,
+		get: `SELECT ` + recordCols + ` FROM ` + table + ` WHERE ` + visible + ` AND key = $2`,
 		// Bounded, and skipping rows a claim holds, so that a purge never
-		// makes claims wait for long. A pending record with a live lease is
-		// never expired.
+		// makes claims wait for long. A pending record never expires.
 		purge: `DELETE FROM ` + table + ` WHERE key IN (
-	SELECT key FROM ` + table + ` WHERE expires_at <= $1 AND NOT (state = 'pending' AND lease_until > $1)
+	SELECT key FROM ` + table + ` WHERE expires_at <= $1 AND state <> 'pending'
 	LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	}
 }
@@ -251,7 +250,7 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	}
 	defer s.lock()()
 	var rec record
-	err := s.db.QueryRow(ctx, s.sql.get, s.mode, key, s.now()).Scan(rec.dest()...)
+	err := s.db.QueryRow(ctx, s.sql.get, s.mode, s.now(), key).Scan(rec.dest()...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, ledger.ErrNotFound
@@ -265,7 +264,7 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 // their LeaseUntil, oldest first, then of their keys.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	args := []any{s.mode, s.now()}
-	q := "SELECT " + recordCols + " FROM " + s.sql.table + " WHERE " + fmt.Sprintf(visible, 1)
+	q := "SELECT " + recordCols + " FROM " + s.sql.table + " WHERE " + visible
 	arg := func(cond string, v any) {
 		args = append(args, v)
 		q += fmt.Sprintf(" AND "+cond, len(args)-1)

@@ -42,7 +42,8 @@ CREATE INDEX {{index:expires}} ON {{table}} (expires_at);
 -- snapshot); when it blocks the claim it is the answer and nothing is
 -- written. Otherwise ins inserts the claim; on a conflict it locks the
 -- newest version of the row and decides again on that (c: claimable,
--- a: absent, that is expired and not pending): a takeover copies the old
+-- a: absent, that is settled and past its retention; a pending record
+-- never expires): a takeover copies the old
 -- fields into prev_* and returns them with the new record; a refusal (the
 -- row changed after the snapshot) rewrites the row unchanged but for an
 -- empty prev_state and returns it. A function, so that the server prepares
@@ -57,7 +58,7 @@ BEGIN
 		SELECT r.*, ((r.expires_at <= p_now AND r.state <> 'pending')
 			OR r.state = 'failed'
 			OR (r.state = 'uncertain' AND r.fingerprint = p_fingerprint)
-			OR (r.state = 'pending' AND r.lease_until <= p_now AND (r.fingerprint = p_fingerprint OR r.expires_at <= p_now))) AS claimable
+			OR (r.state = 'pending' AND r.lease_until <= p_now AND r.fingerprint = p_fingerprint)) AS claimable
 		FROM {{table}} AS r WHERE r.key = p_key
 	), ins AS (
 		INSERT INTO {{table}} AS r (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint,
@@ -90,7 +91,7 @@ BEGIN
 			FROM (SELECT ((r.expires_at <= p_now AND r.state <> 'pending')
 					OR r.state = 'failed'
 					OR (r.state = 'uncertain' AND r.fingerprint = p_fingerprint)
-					OR (r.state = 'pending' AND r.lease_until <= p_now AND (r.fingerprint = p_fingerprint OR r.expires_at <= p_now))) AS c,
+					OR (r.state = 'pending' AND r.lease_until <= p_now AND r.fingerprint = p_fingerprint)) AS c,
 				(r.expires_at <= p_now AND r.state <> 'pending') AS a) AS f)
 		RETURNING r.*
 	)
