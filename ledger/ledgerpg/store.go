@@ -381,7 +381,11 @@ type txState struct {
 // runs. A claim it makes locks the record's row until tx ends, so no other
 // session can take the claim over meanwhile; Extend of such a claim
 // therefore needs no statement and sends none. Claims by other sessions on
-// that key wait for tx to end.
+// that key wait for tx to end. At REPEATABLE READ or SERIALIZABLE, a claim
+// that meets a record changed since the transaction's snapshot fails with
+// a serialization error (wrapped in ledger.ErrUnavailable), and the
+// transaction must be retried; READ COMMITTED, the default, has no such
+// failures.
 func (s *Store) InTx(tx pgx.Tx) *Store {
 	c := *s
 	c.db = tx
