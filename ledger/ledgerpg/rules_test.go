@@ -3,6 +3,7 @@ package ledgerpg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -158,5 +159,44 @@ func TestResolve(t *testing.T) {
 	r, err = ledger.Resolve(ctx, s, "k-pending", ledger.Resolution{By: "bob", Reason: "not at the provider"}, clock.Now())
 	if err != nil || r.State != ledger.StateFailed || r.Attempt != 2 || r.ResolvedBy() != "bob" {
 		t.Errorf("Resolve(failed) = %+v, %v", r, err)
+	}
+}
+
+// Purge deletes in batches and passes over a record that a transaction
+// holds instead of waiting for it.
+func TestPurgeBatches(t *testing.T) {
+	t.Parallel()
+	clock := ledgertest.NewClock(t0)
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	s := newStore(t, pool, &ledgerpg.Config{Clock: clock, Schema: schema, PurgeBatch: 2})
+	ctx := context.Background()
+	for i := range 6 {
+		p := params(fmt.Sprintf("k-purge-%d", i), "owner-a", t0)
+		p.ExpiresAt = t0.Add(time.Minute)
+		if _, err := s.Claim(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SELECT FROM "+pgx.Identifier{schema, ledgerpg.DefaultTable}.Sanitize()+" WHERE key = 'k-purge-0' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(time.Hour))
+	if n, err := s.Purge(ctx, clock.Now()); err != nil || n != 5 {
+		t.Errorf("Purge with one record locked = %d, %v; want 5", n, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Purge(ctx, clock.Now()); err != nil || n != 1 {
+		t.Errorf("Purge after the lock = %d, %v; want 1", n, err)
 	}
 }

@@ -24,7 +24,9 @@
 // missing), for tests of what works through a pooler.
 //
 // Nothing is ever skipped: when no server can be found or started, the
-// test fails and says why.
+// test fails and says why. A server or PgBouncer started here runs in its
+// own process group from a temporary directory named pgtest-*; Main stops
+// it, but a test binary killed before Main returns leaves it running.
 package pgtest
 
 import (
