@@ -1,6 +1,7 @@
 package ledgerpg_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -24,4 +25,20 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The suite on stores bound to a transaction each (InTx), rolled back at
+// the end: inside a transaction the store behaves the same.
+func TestConformanceInTx(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+		s := newStore(t, pool, &ledgerpg.Config{Clock: clock})
+		tx, err := pool.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		return s.InTx(tx)
+	})
 }

@@ -94,7 +94,7 @@ type Store struct {
 	mode  pgx.QueryExecMode
 	batch int
 	sql   *statements
-	tx    *txState // InTx only
+	tx    *sync.Mutex // InTx only: one statement at a time on the connection
 }
 
 var (
@@ -181,10 +181,8 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	case "": // refused
 		return ledger.ClaimResult{Previous: r}, nil
 	case "none":
-		s.claimed(p.Key, p.Owner)
 		return ledger.ClaimResult{Claimed: true, Attempt: r.Attempt}, nil
 	}
-	s.claimed(p.Key, p.Owner)
 	return ledger.ClaimResult{Claimed: true, Attempt: r.Attempt, Previous: prev.record(p.Key)}, nil
 }
 
@@ -210,9 +208,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 		return err
 	}
 	defer s.lock()()
-	err := s.write(ctx, "complete", s.sql.complete, key, owner, c.Summary, c.Ref, c.Result, c.Truncated, s.now())
-	s.settled(key, err)
-	return err
+	return s.write(ctx, "complete", s.sql.complete, key, owner, c.Summary, c.Ref, c.Result, c.Truncated, s.now())
 }
 
 // Fail implements ledger.Store.
@@ -225,9 +221,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 		state, advance = ledger.StateFailed, 1
 	}
 	defer s.lock()()
-	err := s.write(ctx, "fail", s.sql.fail, key, owner, string(state), advance, f.Reason, s.now())
-	s.settled(key, err)
-	return err
+	return s.write(ctx, "fail", s.sql.fail, key, owner, string(state), advance, f.Reason, s.now())
 }
 
 // Extend implements ledger.Store. It also raises the record's expiry to
@@ -235,9 +229,6 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
 	if leaseUntil.IsZero() {
 		return fmt.Errorf("ledgerpg: extend: %w: lease is required", ledger.ErrInvalid)
-	}
-	if s.ownsInTx(key, owner) {
-		return ctx.Err()
 	}
 	defer s.lock()()
 	return s.write(ctx, "extend", s.sql.extend, key, owner, ms(leaseUntil), s.now())
@@ -365,31 +356,28 @@ func (x *prevRecord) record(key string) *ledger.Record {
 	return r
 }
 
-// txState is the state of a Store bound to a transaction.
-type txState struct {
-	mu     sync.Mutex        // one statement at a time on the connection
-	claims map[string]string // key -> owner of the live claims made in the transaction
-}
-
 // InTx returns a Store that runs every call in tx, the caller's open
 // transaction, so that a claim, an effect written in the same database and
 // the record of its outcome commit together, or not at all. See the
 // package documentation for when that is right.
 //
-// The returned Store serialises its own calls (a connection runs one
-// statement at a time), but the caller must not use tx while one of them
-// runs. A claim it makes locks the record's row until tx ends, so no other
-// session can take the claim over meanwhile; Extend of such a claim
-// therefore needs no statement and sends none. Claims by other sessions on
-// that key wait for tx to end. At REPEATABLE READ or SERIALIZABLE, a claim
-// that meets a record changed since the transaction's snapshot fails with
-// a serialization error (wrapped in ledger.ErrUnavailable), and the
-// transaction must be retried; READ COMMITTED, the default, has no such
-// failures.
+// A claim it makes locks the record's row until tx ends: claims on that
+// key by other sessions wait for tx to end, then see the outcome. The
+// returned Store serialises its own calls, since a connection runs one
+// statement at a time, but the caller must not use tx while one of them
+// runs. The executor renews a claim's lease (Extend) from another
+// goroutine once half the lease has passed: keep a call whose tool uses
+// tx shorter than that, or give it a context deadline within the lease,
+// under which the executor renews nothing.
+//
+// At REPEATABLE READ or SERIALIZABLE, a claim that meets a record changed
+// since the transaction's snapshot fails with a serialization error
+// (wrapped in ledger.ErrUnavailable), and the transaction must be
+// retried; READ COMMITTED, the default, has no such failures.
 func (s *Store) InTx(tx pgx.Tx) *Store {
 	c := *s
 	c.db = tx
-	c.tx = &txState{claims: map[string]string{}}
+	c.tx = new(sync.Mutex)
 	return &c
 }
 
@@ -399,31 +387,6 @@ func (s *Store) lock() func() {
 	if s.tx == nil {
 		return func() {}
 	}
-	s.tx.mu.Lock()
-	return s.tx.mu.Unlock
-}
-
-// claimed notes a claim made in the transaction; the caller holds lock.
-func (s *Store) claimed(key, owner string) {
-	if s.tx != nil {
-		s.tx.claims[key] = owner
-	}
-}
-
-// settled forgets the claim on key after a Complete or Fail that
-// succeeded; the caller holds lock.
-func (s *Store) settled(key string, err error) {
-	if s.tx != nil && err == nil {
-		delete(s.tx.claims, key)
-	}
-}
-
-// ownsInTx reports whether owner holds a live claim on key made in the
-// transaction.
-func (s *Store) ownsInTx(key, owner string) bool {
-	if s.tx == nil || key == "" || owner == "" {
-		return false
-	}
-	defer s.lock()()
-	return s.tx.claims[key] == owner
+	s.tx.Lock()
+	return s.tx.Unlock
 }
