@@ -21,10 +21,10 @@
 // One table (public.idemkit_records by default; Config.Schema and
 // Config.Table) keyed by the action key, with indexes on (state,
 // lease_until) for List and the sweeper, on run_id, and on expires_at for
-// Purge; and one function, <table>_claim. Times are timestamptz at
-// millisecond precision. The migrations are embedded SQL scripts,
-// numbered; the versions applied are kept in <table>_migrations, and
-// Migrate runs under a transaction-scoped advisory lock, so several
+// Purge; and two functions, <table>_claim and <table>_claimable. Times are
+// timestamptz at millisecond precision. The migrations are embedded SQL
+// scripts, numbered; the versions applied are kept in <table>_migrations,
+// and Migrate runs under a transaction-scoped advisory lock, so several
 // processes may run it at once. A table written by a newer version of the
 // package is refused with ErrSchemaVersion.
 //
@@ -46,10 +46,10 @@
 // When the read shows no blocking record the INSERT runs; on a conflict
 // PostgreSQL locks the newest version of the row and the update decides
 // again on that version. A takeover copies the old record into prev_*
-// columns of the row (PostgreSQL 15's RETURNING sees only the new row)
-// and returns them; a claim that lost a race to a concurrent one rewrites
-// the row unchanged and returns it, so that every loser is answered in its
-// one round trip too.
+// columns of the row (before PostgreSQL 18, RETURNING sees only the new
+// row) and returns them; a claim that lost a race to a concurrent one
+// rewrites the row unchanged and returns it, so that every loser is
+// answered in its one round trip too.
 //
 // Three forms were measured (replay of a done action through a pool, sent
 // unprepared as by default, beside one SELECT of the record by key, on a
