@@ -9,9 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
-	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -21,12 +18,7 @@ type Bouncer struct {
 	// URL reaches the target's database through PgBouncer.
 	URL string
 
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    *lockedBuffer
-	once   sync.Once
-	err    error
+	proc *process
 }
 
 // StartPgBouncer starts a PgBouncer in transaction pooling mode (at most 8
@@ -48,15 +40,9 @@ func StartPgBouncer(ctx context.Context, target string) (*Bouncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-bouncer-")
+	dir, err := tempDir("pgtest-bouncer-", cred)
 	if err != nil {
 		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
 	}
 	port, err := freePort()
 	if err != nil {
@@ -83,57 +69,18 @@ ignore_startup_parameters = extra_float_digits
 			return nil, err
 		}
 	}
-	b := &Bouncer{
-		URL:    fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, cfg.Database),
-		dir:    dir,
-		exited: make(chan struct{}),
-		out:    &lockedBuffer{},
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, cfg.Database)
+	p, err := startProcess(ctx, "pgbouncer", dir, exec.Command(bin, filepath.Join(dir, "pgbouncer.ini")), cred, url)
+	if err != nil {
+		return nil, err
 	}
-	b.cmd = exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
-	b.cmd.Stdout, b.cmd.Stderr = b.out, b.out
-	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	if err := b.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start pgbouncer: %w", err)
-	}
-	go func() { _ = b.cmd.Wait(); close(b.exited) }()
-	deadline := time.Now().Add(StartTimeout)
-	for {
-		err := ping(ctx, b.URL)
-		if err == nil {
-			return b, nil
-		}
-		select {
-		case <-b.exited:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pgbouncer exited: %s", b.out.String())
-		default:
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			b.Stop()
-			return nil, fmt.Errorf("pgbouncer did not answer within %v: %w\n%s", StartTimeout, err, b.out.String())
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
-	}
+	return &Bouncer{URL: url, proc: p}, nil
 }
 
-// Stop ends PgBouncer (SIGINT, a safe shutdown), waits for it and
-// removes its directory; after 30 s it kills it. It is safe to call more
-// than once.
-func (b *Bouncer) Stop() error {
-	b.once.Do(func() {
-		_ = b.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-b.exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
-			<-b.exited
-			b.err = fmt.Errorf("pgbouncer (pid %d) ignored SIGINT for 30 s and was killed", b.cmd.Process.Pid)
-		}
-		b.err = errors.Join(b.err, os.RemoveAll(b.dir))
-	})
-	return b.err
-}
+// Stop ends PgBouncer (SIGINT: a safe shutdown), waits for it and removes
+// its directory; after 30 s it kills it. It is safe to call more than
+// once.
+func (b *Bouncer) Stop() error { return b.proc.stop() }
 
 // pgbouncerBin finds pgbouncer, installing the Debian package when it is
 // missing.

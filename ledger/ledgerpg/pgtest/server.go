@@ -28,12 +28,7 @@ type Server struct {
 	// URL reaches database postgres as user postgres.
 	URL string
 
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    *lockedBuffer
-	once   sync.Once
-	err    error
+	proc *process
 }
 
 // Start installs the Debian postgresql package when no initdb is found
@@ -50,15 +45,9 @@ func Start(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	dir, err := tempDir("pgtest-", cred)
 	if err != nil {
 		return nil, err
-	}
-	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
 	}
 	data := filepath.Join(dir, "data")
 	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
@@ -73,59 +62,98 @@ func Start(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &Server{
-		URL:    fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
-		dir:    dir,
-		exited: make(chan struct{}),
-		out:    &lockedBuffer{},
-	}
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
 		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+dir,
 		"-c", "max_connections=200", "-c", "fsync=off")
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start postgres: %w", err)
+	p, err := startProcess(ctx, "postgres", dir, cmd, cred, url)
+	if err != nil {
+		return nil, err
 	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	return &Server{URL: url, proc: p}, nil
+}
 
+// Stop shuts the server down (SIGINT: a fast shutdown), waits for it to
+// exit, and removes its directory. After 30 s it kills the process group.
+// It is safe to call more than once.
+func (s *Server) Stop() error { return s.proc.stop() }
+
+// process is a server this package started: a command in its own process
+// group, running from a temporary directory.
+type process struct {
+	name   string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	out    *lockedBuffer
+	once   sync.Once
+	err    error
+}
+
+// tempDir makes a temporary directory that cred (nil: this process's
+// user) owns.
+func tempDir(prefix string, cred *syscall.Credential) (string, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// startProcess starts cmd as cred in its own process group, and waits
+// until url answers (StartTimeout). The process owns dir: stop removes
+// it, and so does a failed start.
+func startProcess(ctx context.Context, name, dir string, cmd *exec.Cmd, cred *syscall.Credential, url string) (*process, error) {
+	p := &process{name: name, dir: dir, cmd: cmd, exited: make(chan struct{}), out: &lockedBuffer{}}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
 	deadline := time.Now().Add(StartTimeout)
 	for {
-		err := ping(ctx, s.URL)
+		err := ping(ctx, url)
 		if err == nil {
-			return s, nil
+			return p, nil
 		}
 		select {
-		case <-s.exited:
+		case <-p.exited:
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("postgres exited: %s", s.out.String())
+			return nil, fmt.Errorf("%s exited: %s", name, p.out.String())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			s.Stop()
-			return nil, fmt.Errorf("postgres did not answer within %v: %w\n%s", StartTimeout, err, s.out.String())
+			p.stop()
+			return nil, fmt.Errorf("%s did not answer within %v: %w\n%s", name, StartTimeout, err, p.out.String())
 		}
 		time.Sleep(50 * time.Millisecond) // poll interval
 	}
 }
 
-// Stop shuts the server down (SIGINT, a fast shutdown, to its process),
-// waits for it to exit, and removes its directory. After 30 s it kills
-// the process group. It is safe to call more than once.
-func (s *Server) Stop() error {
-	s.once.Do(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGINT)
+// stop sends SIGINT to the process, waits for it to exit, and removes its
+// directory; after 30 s it kills the process group. It is safe to call
+// more than once.
+func (p *process) stop() error {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
 		select {
-		case <-s.exited:
+		case <-p.exited:
 		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.exited
-			s.err = fmt.Errorf("postgres (pid %d) ignored SIGINT for 30 s and was killed", s.cmd.Process.Pid)
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.exited
+			p.err = fmt.Errorf("%s (pid %d) ignored SIGINT for 30 s and was killed", p.name, p.cmd.Process.Pid)
 		}
-		s.err = errors.Join(s.err, os.RemoveAll(s.dir))
+		p.err = errors.Join(p.err, os.RemoveAll(p.dir))
 	})
-	return s.err
+	return p.err
 }
 
 // binDir finds the directory of initdb and postgres, installing the
