@@ -86,8 +86,9 @@ func (cfg *Config) withDefaults() (Config, error) {
 }
 
 // Store is a ledger.Store in a PostgreSQL table. It is safe for concurrent
-// use, also by other processes on the same table, unless it was bound to a
-// transaction with InTx.
+// use, also by other processes on the same table; a Store bound to a
+// transaction (InTx) runs its calls one at a time on the transaction's
+// connection.
 type Store struct {
 	db    Querier
 	clock ledger.Clock
@@ -187,7 +188,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 }
 
 // write runs one of the owner's conditional updates; no row changed means
-// the caller no longer owns a live pending record.
+// the caller no longer owns a pending record.
 func (s *Store) write(ctx context.Context, op, sql, key, owner string, args ...any) error {
 	if key == "" || owner == "" {
 		return fmt.Errorf("ledgerpg: %s: %w: key and owner are required", op, ledger.ErrInvalid)
