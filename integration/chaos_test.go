@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/reconcile"
@@ -62,17 +63,19 @@ func TestChaosCheckerCatchesDuplicatesWithoutReconcile(t *testing.T) {
 }
 
 type chaosConfig struct {
-	seed  int64
-	runs  int
-	blind bool
+	seed     int64
+	runs     int
+	blind    bool
+	pgSchema string // the workers' PostgreSQL ledger (set by runChaos)
 }
 
 // Shape of the chaos.
 const (
 	chaosWorkers   = 64
 	faultRate      = 0.12
-	sqliteShare    = 0.15 // of runs on SQLite rather than memory
-	redisShare     = 0.15 // of runs on Redis rather than memory
+	sqliteShare    = 0.15 // of runs on SQLite; the rest on memory
+	redisShare     = 0.15 // of runs on Redis
+	postgresShare  = 0.15 // of runs on PostgreSQL
 	maxActions     = 3
 	maxResumes     = 4
 	maxModelRounds = 3
@@ -116,6 +119,7 @@ type worker struct {
 	mem    ledger.Store
 	sqlite ledger.Store
 	redis  ledger.Store
+	pg     ledger.Store
 	tools  []client.Tool
 }
 
@@ -132,6 +136,7 @@ func newWorker(t *testing.T, cfg chaosConfig, id int) *worker {
 	w.sqlite = db
 	url := redistest.URL(t)
 	w.redis = ledgerredis.New(redistest.NewClient(t, url), &ledgerredis.Config{Clock: w.clock, Prefix: redistest.Prefix(t, url)})
+	w.pg = postgresStore(t, cfg.pgSchema, w.clock)
 	for _, s := range scenarios {
 		w.tools = append(w.tools, w.kit.tools[s.name])
 	}
@@ -179,6 +184,7 @@ func (s *chaosSummary) report() string {
 func runChaos(t *testing.T, cfg chaosConfig) *chaosSummary {
 	t.Helper()
 	workers := min(chaosWorkers, cfg.runs)
+	cfg.pgSchema = pgtest.Schema(t, pgtest.Pool(t))
 	sum := &chaosSummary{states: map[ledger.State]int{}, reasons: map[string]int{}}
 	var wg sync.WaitGroup
 	for id := range workers {
@@ -247,6 +253,8 @@ func (w *worker) run(cfg chaosConfig, i int) *chaosRun {
 		r.store, r.backend = w.sqlite, "sqlite"
 	case x < sqliteShare+redisShare:
 		r.store, r.backend = w.redis, "redis"
+	case x < sqliteShare+redisShare+postgresShare:
+		r.store, r.backend = w.pg, "postgres"
 	}
 	for _, name := range providerNames {
 		s := w.kit.server(name)

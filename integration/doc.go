@@ -3,7 +3,7 @@
 // Every side-effecting adapter (Stripe PaymentIntents and refunds, mail,
 // CRM upsert, an IETF Idempotency-Key API) runs against its fake provider
 // server, over every ledger backend (memory, SQLite, DynamoDB on dynalite,
-// Redis), through client.Executor with the reconcile policy:
+// PostgreSQL, Redis), through client.Executor with the reconcile policy:
 //
 //   - TestFailureCases/<ledger>/<adapter>/<case>: the failure cases of
 //     package idemtest (same call twice, model re-call, crash after the
@@ -12,7 +12,8 @@
 //     killed_after_effect: a real child process (this test binary,
 //     re-executed) is killed with os.Exit right after the provider call and
 //     before the ledger write, and the run resumes in this process on the
-//     same SQLite file, DynamoDB table or Redis key prefix.
+//     same SQLite file, DynamoDB table, PostgreSQL table or Redis key
+//     prefix.
 //   - TestChaos: seeded randomized agent runs mixing every fault of the
 //     fakes with crashes at each step boundary, parallel resumes, double
 //     approvals and model re-calls; a checker compares the fakes' effect

@@ -12,6 +12,8 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 
@@ -43,6 +45,27 @@ var backends = []backend{
 		env := []string{"IDEM_LEDGER=redis", "IDEM_REDIS=" + url + "?prefix=" + redistest.Prefix(t, url)}
 		return mustOpen(t, env, clock), env
 	}},
+	{name: "postgres", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+		schema := pgtest.Schema(t, pgtest.Pool(t))
+		env := []string{"IDEM_LEDGER=postgres", "IDEM_POSTGRES_URL=" + pgtest.URL(t), "IDEM_POSTGRES_SCHEMA=" + schema}
+		return postgresStore(t, schema, clock), env
+	}},
+}
+
+// postgresStore returns a store on the test binary's pool (pgtest.Pool),
+// in schema, migrating its table unless that is done.
+func postgresStore(t testing.TB, schema string, clock ledger.Clock) ledger.Store {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	cfg := &ledgerpg.Config{Clock: clock, Schema: schema}
+	if err := ledgerpg.Migrate(context.Background(), pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledgerpg.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func mustOpen(t testing.TB, env []string, clock ledger.Clock) ledger.Store {
@@ -74,6 +97,8 @@ func openFromEnv(ctx context.Context, getenv func(string) string, clock ledger.C
 			return nil, nil, err
 		}
 		return s, closeStore, nil
+	case "postgres":
+		return ledgerpg.OpenURL(ctx, getenv("IDEM_POSTGRES_URL"), &ledgerpg.Config{Clock: clock, Schema: getenv("IDEM_POSTGRES_SCHEMA")})
 	default:
 		return nil, nil, fmt.Errorf("integration: no durable ledger %q", b)
 	}

@@ -13,13 +13,15 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-// TestMain runs the tests with a DynamoDB-compatible server (dynalite)
-// and a Redis server (redistest), or, in a child process started by killed_after_effect, the call that is
-// killed instead of any test.
+// TestMain runs the tests with a DynamoDB-compatible server (dynalite), a
+// PostgreSQL server (pgtest) and a Redis server (redistest), or, in a
+// child process started by killed_after_effect, the call that is killed
+// instead of any test.
 //
 // The tests mostly wait — for fakes that hold a request until the client
 // gives up, for executors that poll a claim held elsewhere — so unless
@@ -37,7 +39,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	os.Exit(redistest.Main(func() int { return dynalitetest.Main(m) }))
+	os.Exit(pgtest.Main(func() int {
+		return redistest.Main(func() int { return dynalitetest.Main(m) })
+	}))
 }
 
 // The child process's environment.

@@ -1,0 +1,149 @@
+package ledgerpg_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+)
+
+// actionKey returns a key shaped like the executor's (hex sha256).
+func actionKey(prefix string, i int) string {
+	sum := sha256.Sum256([]byte(prefix + strconv.Itoa(i)))
+	return hex.EncodeToString(sum[:])
+}
+
+// paired measures, within every iteration, the raw floor, the store and
+// the executor in turn, through one pool on one table (the store's),
+// with the statements sent in mode, and reports their times and ratios.
+// Measuring the three side by side keeps the drift of a shared machine
+// out of the ratios.
+func paired(b *testing.B, mode pgx.QueryExecMode, raw, store, execute func(i int)) {
+	var rawT, storeT, execT time.Duration
+	for i := range b.N {
+		t0 := time.Now()
+		raw(i)
+		t1 := time.Now()
+		store(i)
+		t2 := time.Now()
+		execute(i)
+		t3 := time.Now()
+		rawT, storeT, execT = rawT+t1.Sub(t0), storeT+t2.Sub(t1), execT+t3.Sub(t2)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(rawT)/n, "raw-ns/op")
+	b.ReportMetric(float64(storeT)/n, "store-ns/op")
+	b.ReportMetric(float64(execT)/n, "execute-ns/op")
+	b.ReportMetric(float64(storeT)/float64(rawT), "store/raw")
+	b.ReportMetric(float64(execT)/float64(rawT), "execute/raw")
+}
+
+// benchSetup is a store on its own table, an executor on it, and the
+// table's name.
+func benchSetup(b *testing.B, mode pgx.QueryExecMode) (*ledgerpg.Store, *client.Executor, func(string) client.Call, string) {
+	pool := pgtest.Pool(b)
+	schema := pgtest.Schema(b, pool)
+	s := newStore(b, pool, &ledgerpg.Config{Schema: schema, ExecMode: mode})
+	exec, call, _ := newExecutor(b, s, nil)
+	return s, exec, call, pgx.Identifier{schema, ledgerpg.DefaultTable}.Sanitize()
+}
+
+var benchModes = []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeCacheStatement}
+
+// A new action: the raw floor is the INSERT of a pending row and the
+// conditional UPDATE that records it done, as two statements through the
+// same pool; the store does Claim and Complete; the executor runs a call
+// of a tool that does nothing.
+func BenchmarkFreshPaired(b *testing.B) {
+	for _, mode := range benchModes {
+		b.Run(mode.String(), func(b *testing.B) {
+			ctx := context.Background()
+			s, exec, call, table := benchSetup(b, mode)
+			pool := pgtest.Pool(b)
+			insert := `INSERT INTO ` + table + ` (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
+				VALUES ($1, 'send_reply', 'run-1', 'pending', 'owner', $2, $3, 'fp', 1, $4, $4)`
+			update := `UPDATE ` + table + ` SET state = 'done', summary = $3, ref = $4, result = $5, truncated = false, lease_until = $6, updated_at = $6
+				WHERE key = $1 AND owner = $2 AND state = 'pending' AND expires_at > $6`
+			result := []byte(`{"id":"msg_1"}`)
+			done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: result}
+			paired(b, mode, func(i int) {
+				now := time.Now()
+				key := actionKey("raw", i)
+				if _, err := pool.Exec(ctx, insert, mode, key, now.Add(time.Minute), now.Add(time.Hour), now); err != nil {
+					b.Fatal(err)
+				}
+				if tag, err := pool.Exec(ctx, update, mode, key, "owner", "sent", "msg_1", result, time.Now()); err != nil || tag.RowsAffected() != 1 {
+					b.Fatal(tag, err)
+				}
+			}, func(i int) {
+				now := time.Now()
+				p := ledger.ClaimParams{Key: actionKey("store", i), Tool: "send_reply", RunID: "run-1", Owner: "owner",
+					LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+				if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+					b.Fatal(res, err)
+				}
+				if err := s.Complete(ctx, p.Key, p.Owner, done); err != nil {
+					b.Fatal(err)
+				}
+			}, func(i int) {
+				if r, err := exec.Execute(ctx, "run-1", call(strconv.Itoa(i))); err != nil || r.Outcome != client.Executed {
+					b.Fatal(r, err)
+				}
+			})
+		})
+	}
+}
+
+// A replay of a done action: the raw floor is one SELECT of the record by
+// key; the store does a Claim the record refuses; the executor answers a
+// repeated call.
+func BenchmarkReplayPaired(b *testing.B) {
+	for _, mode := range benchModes {
+		b.Run(mode.String(), func(b *testing.B) {
+			ctx := context.Background()
+			s, exec, call, table := benchSetup(b, mode)
+			pool := pgtest.Pool(b)
+			if r, err := exec.Execute(ctx, "run-1", call("replay")); err != nil || r.Outcome != client.Executed {
+				b.Fatal(r, err)
+			}
+			rec, err := s.List(ctx, ledger.Filter{})
+			if err != nil || len(rec) != 1 {
+				b.Fatal(rec, err)
+			}
+			key := rec[0].Key
+			get := `SELECT key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at,
+				summary, ref, result, truncated, reason, updated_at FROM ` + table + ` WHERE key = $1 AND expires_at > $2`
+			paired(b, mode, func(int) {
+				var (
+					r     ledger.Record
+					state string
+				)
+				if err := pool.QueryRow(ctx, get, mode, key, time.Now()).Scan(&r.Key, &r.Tool, &r.RunID, &state, &r.Owner,
+					&r.LeaseUntil, &r.ExpiresAt, &r.Fingerprint, &r.Attempt, &r.AttemptAt, &r.Summary, &r.Ref, &r.Result,
+					&r.Truncated, &r.Reason, &r.UpdatedAt); err != nil {
+					b.Fatal(err)
+				}
+			}, func(int) {
+				now := time.Now()
+				p := ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: "owner-2",
+					LeaseUntil: now.Add(time.Minute), Fingerprint: rec[0].Fingerprint, ExpiresAt: now.Add(time.Hour)}
+				if res, err := s.Claim(ctx, p); err != nil || res.Claimed || res.Previous.State != ledger.StateDone {
+					b.Fatal(res, err)
+				}
+			}, func(int) {
+				if r, err := exec.Execute(ctx, "run-1", call("replay")); err != nil || r.Outcome != client.AlreadyDone {
+					b.Fatal(r, err)
+				}
+			})
+		})
+	}
+}

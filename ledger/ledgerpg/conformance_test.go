@@ -1,0 +1,44 @@
+package ledgerpg_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+// The suite in the default mode (the extended protocol with unnamed
+// statements), with prepared statements, and with the simple protocol.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+				return newStore(t, pool, &ledgerpg.Config{Clock: clock, ExecMode: mode})
+			})
+		})
+	}
+}
+
+// The suite on stores bound to a transaction each (InTx), rolled back at
+// the end: inside a transaction the store behaves the same.
+func TestConformanceInTx(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+		s := newStore(t, pool, &ledgerpg.Config{Clock: clock})
+		tx, err := pool.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		return s.InTx(tx)
+	})
+}

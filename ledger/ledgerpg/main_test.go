@@ -1,0 +1,42 @@
+package ledgerpg_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+)
+
+// TestMain runs the tests, or the body of a child process of
+// TestMultiProcess when the environment asks for one.
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		os.Exit(childProcess())
+	}
+	os.Exit(pgtest.Main(m.Run))
+}
+
+// newStore returns a store on a migrated table in a schema of its own,
+// dropped when tb ends.
+func newStore(tb testing.TB, db *pgxpool.Pool, cfg *ledgerpg.Config) *ledgerpg.Store {
+	tb.Helper()
+	var c ledgerpg.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Schema == "" {
+		c.Schema = pgtest.Schema(tb, db)
+	}
+	if err := ledgerpg.Migrate(context.Background(), db, &c); err != nil {
+		tb.Fatal(err)
+	}
+	s, err := ledgerpg.New(db, &c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}

@@ -1,0 +1,44 @@
+package ledgerpg_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+// The suite, migrations included, through PgBouncer in transaction
+// pooling mode, which keeps no prepared statement or other session state
+// for a client between transactions.
+func TestPgBouncer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := pgtest.Pool(t)
+	bouncer, err := pgxpool.New(ctx, pgtest.PgBouncerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bouncer.Close)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
+			ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+				cfg := &ledgerpg.Config{Clock: clock, Schema: pgtest.Schema(t, direct), ExecMode: mode}
+				if err := ledgerpg.Migrate(ctx, bouncer, cfg); err != nil {
+					t.Fatal(err)
+				}
+				s, err := ledgerpg.New(bouncer, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			})
+		})
+	}
+}
