@@ -112,7 +112,10 @@ func observations(t *testing.T, file, name string) []string {
 	return nil
 }
 
-func outcome(res *mcp.CallToolResult) string { s, _ := res.Meta[mcpgateway.OutcomeMeta].(string); return s }
+func outcome(res *mcp.CallToolResult) string {
+	s, _ := res.Meta[mcpgateway.OutcomeMeta].(string)
+	return s
+}
 
 func texts(res *mcp.CallToolResult) []string {
 	var out []string
