@@ -28,4 +28,4 @@ chaos:
 	$(GO) test -count=1 -timeout 2h -run 'TestChaos' ./integration/ -chaos.runs=$(CHAOS_RUNS) -chaos.seed=$(CHAOS_SEED) -v
 
 clean:
-	rm -rf .tmp tools/dynalite/node_modules
+	rm -rf .tmp tools/dynalite/node_modules tools/mcp/node_modules
