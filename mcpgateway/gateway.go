@@ -43,6 +43,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -68,7 +69,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Stderr receives the upstream command's standard error (default:
 	// this process's).
-	Stderr *os.File
+	Stderr io.Writer
 	// ConnectTimeout bounds starting and initializing the upstream
 	// (default 30 seconds).
 	ConnectTimeout time.Duration
@@ -248,7 +249,7 @@ type upstream struct {
 	cfg     Upstream
 	client  *mcp.Client
 	log     *slog.Logger
-	stderr  *os.File
+	stderr  io.Writer
 	timeout time.Duration
 
 	mu   sync.Mutex

@@ -246,6 +246,8 @@ func (t *guarded) answer(uc *upCall, res client.Result) *mcp.CallToolResult {
 	case client.Executed, client.AlreadyDone:
 		if res.Outcome == client.Executed && uc.result != nil {
 			out := *uc.result
+			maps.Copy(meta, out.Meta) // the upstream's entries, and ours
+			meta[OutcomeMeta], meta[KeyMeta] = res.Outcome.String(), res.Key
 			out.Meta = meta
 			return &out
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -182,5 +183,44 @@ func TestRunMaxTurnsAndHook(t *testing.T) {
 	}
 	if seen[0].Calls[0].Result.Outcome != client.AlreadyDone {
 		t.Errorf("the second run's call: %v", seen[0].Calls[0].Result.Outcome)
+	}
+}
+
+// The calls of one answer run concurrently: each tool run waits until the
+// other has started.
+func TestResultsConcurrent(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	started := make(chan string, 2)
+	release := make(chan struct{})
+	if err := exec.Register(client.Tool{Name: "t", Identity: []client.Field{{Path: "id"}},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			started <- inv.CallID
+			select {
+			case <-release:
+				return client.Effect{Summary: inv.CallID}, nil
+			case <-ctx.Done():
+				return client.Effect{}, client.Definite(ctx.Err())
+			}
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		<-started
+		<-started // both runs are in flight at once
+		close(release)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // fails a sequential run, never a slow one
+	defer cancel()
+	_, calls, err := Results(ctx, exec, "r", toolUse(t,
+		`{"type": "tool_use", "id": "toolu_1", "name": "t", "input": {"id": 1}}`,
+		`{"type": "tool_use", "id": "toolu_2", "name": "t", "input": {"id": 2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range calls {
+		if c.Result.Outcome != client.Executed || c.Result.Summary != c.ToolUse.ID {
+			t.Errorf("call %d: %v %q", i, c.Result.Outcome, c.Result.Text)
+		}
 	}
 }
