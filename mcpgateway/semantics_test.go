@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,12 +32,17 @@ func newRecorder(t *testing.T) *recorder {
 		ID    string `json:"id"`
 		Size  int    `json:"size,omitempty"`
 		Fail  bool   `json:"fail,omitempty"`
+		Block bool   `json:"block,omitempty"`
 		IdemK string `json:"idempotencyKey,omitempty"`
 	}
-	mcp.AddTool(s, &mcp.Tool{Name: "act"}, func(_ context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+	mcp.AddTool(s, &mcp.Tool{Name: "act"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 		r.mu.Lock()
 		r.calls = append(r.calls, req.Params)
 		r.mu.Unlock()
+		if a.Block { // until the caller gives up
+			<-ctx.Done()
+			return nil, nil, ctx.Err()
+		}
 		if a.Fail {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "card declined"}}}, nil, nil
 		}
@@ -189,5 +195,26 @@ func TestReplayTooLarge(t *testing.T) {
 	res := call(t, cs, "act", args, nil)
 	if outcome(res) != "already done" || len(res.Content) != 1 || !strings.Contains(lastText(res), "too large to keep") {
 		t.Fatalf("repeat: %s %v", outcome(res), texts(res))
+	}
+}
+
+// An upstream call that runs past callTimeout is uncertain, and a repeat
+// does not call the upstream again.
+func TestUpstreamTimeout(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t)
+	cfg := rec.config(mcpgateway.ToolConfig{})
+	cfg.Run.ID = "r"
+	cfg.CallTimeout = mcpgateway.Duration(100 * time.Millisecond) // the upstream never answers: any bound gives the same outcome
+	_, url := startGateway(t, ledgermem.New(nil), cfg)
+	cs := connect(t, url)
+	for range 2 {
+		res := call(t, cs, "act", map[string]any{"id": "slow", "block": true}, nil)
+		if !res.IsError || outcome(res) != "uncertain" || !strings.HasPrefix(lastText(res), "Outcome unknown") {
+			t.Fatalf("timed out: %s %v", outcome(res), texts(res))
+		}
+	}
+	if n := rec.count(); n != 1 {
+		t.Fatalf("upstream calls: %d, want 1", n)
 	}
 }
