@@ -73,12 +73,26 @@ type Options struct {
 	// ConnectTimeout bounds starting and initializing the upstream
 	// (default 30 seconds).
 	ConnectTimeout time.Duration
+	// Tool, when set, wraps each configured tool before it is registered
+	// (otelidem's Instruments.Tool traces its runs).
+	Tool func(client.Tool) client.Tool
+	// Executor, when set, wraps the executor the calls go through
+	// (otelidem's Instruments.Executor gives each call a span).
+	Executor func(*client.Executor) Executor
+}
+
+// Executor executes tool calls; *client.Executor implements it, and so do
+// its wrappers.
+type Executor interface {
+	Execute(ctx context.Context, runID string, call client.Call) (client.Result, error)
 }
 
 // Gateway is an MCP server in front of an upstream MCP server.
 type Gateway struct {
 	cfg     Config
 	exec    *client.Executor
+	calls   Executor // exec, wrapped by Options.Executor
+	wrap    func(client.Tool) client.Tool
 	up      *upstream
 	server  *mcp.Server
 	tools   map[string]*guarded
@@ -137,7 +151,11 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	}
 	g := &Gateway{
 		cfg: *cfg, exec: client.New(store, &cc), tools: map[string]*guarded{}, log: o.Logger,
-		procRun: "session-" + randomHex(), timeout: time.Duration(cfg.CallTimeout),
+		procRun: "session-" + randomHex(), timeout: time.Duration(cfg.CallTimeout), wrap: o.Tool,
+	}
+	g.calls = g.exec
+	if o.Executor != nil {
+		g.calls = o.Executor(g.exec)
 	}
 	if g.timeout == 0 {
 		g.timeout = DefaultCallTimeout
@@ -196,9 +214,6 @@ func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
 func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, opts)
 }
-
-// Executor returns the gateway's executor (for its Stats).
-func (g *Gateway) Executor() *client.Executor { return g.exec }
 
 // Close disconnects from the upstream, stopping its command.
 func (g *Gateway) Close() error { return g.up.close() }

@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/mcpgateway"
+	"github.com/idemkit/idemkit/otelidem"
 )
 
 // recorder is a go-sdk MCP server on loopback whose "act" tool records
@@ -216,5 +219,39 @@ func TestUpstreamTimeout(t *testing.T) {
 	}
 	if n := rec.count(); n != 1 {
 		t.Fatalf("upstream calls: %d, want 1", n)
+	}
+}
+
+// The gateway's tools and calls can be instrumented: with otelidem, each
+// call of a configured tool is a span with the tool run inside.
+func TestInstrumented(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t)
+	cfg := rec.config(mcpgateway.ToolConfig{})
+	cfg.Run.ID = "r"
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	in, err := otelidem.New(&otelidem.Config{TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := mcpgateway.New(context.Background(), in.Store(ledgermem.New(nil)), cfg, &mcpgateway.Options{
+		Tool:     in.Tool,
+		Executor: func(e *client.Executor) mcpgateway.Executor { return in.Executor(e) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler(nil))
+	t.Cleanup(func() { srv.Close(); _ = gw.Close() })
+	cs := connect(t, srv.URL)
+	call(t, cs, "act", map[string]any{"id": "1"}, nil)
+	call(t, cs, "act", map[string]any{"id": "1"}, nil)
+	names := map[string]int{}
+	for _, s := range spans.Ended() {
+		names[s.Name()]++
+	}
+	if names["idemkit.execute"] != 2 || names["idemkit.tool.run"] != 1 || names["idemkit.claim"] != 2 {
+		t.Fatalf("spans: %v", names)
 	}
 }

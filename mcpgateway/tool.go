@@ -9,6 +9,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,6 +35,9 @@ func (g *Gateway) register(name string, tc ToolConfig) (*guarded, error) {
 		Validated: fields(tc.Validated),
 		Scope:     scopes[tc.Scope],
 		Run:       g.runUpstream(t, errorClasses[tc.ErrorResult]),
+	}
+	if g.wrap != nil {
+		ct = g.wrap(ct)
 	}
 	if err := g.exec.Register(ct); err != nil {
 		return nil, fmt.Errorf("%w: tools.%s: %v", ErrConfig, name, err)
@@ -76,10 +80,12 @@ func (g *Gateway) call(ctx context.Context, t *guarded, req *mcp.CallToolRequest
 	delete(uc.meta, or(g.cfg.Run.Meta, DefaultRunMeta))
 	delete(uc.meta, or(g.cfg.Tenant.Meta, DefaultTenantMeta))
 
-	res, err := g.exec.Execute(context.WithValue(ctx, callKey{}, uc), run, client.Call{Tool: t.name, Input: input, Tenant: tenant})
+	start := time.Now()
+	res, err := g.calls.Execute(context.WithValue(ctx, callKey{}, uc), run, client.Call{Tool: t.name, Input: input, Tenant: tenant})
 	g.log.LogAttrs(ctx, levelOf(err), "mcpgateway: call",
 		slog.String("tool", t.name), slog.String("run", run), slog.String("key", res.Key),
-		slog.String("outcome", res.Outcome.String()), slog.Int("attempt", res.Attempt), slog.Any("err", err))
+		slog.String("outcome", res.Outcome.String()), slog.Int("attempt", res.Attempt),
+		slog.Duration("latency", time.Since(start)), slog.Any("err", err))
 	return t.answer(uc, res), nil
 }
 
