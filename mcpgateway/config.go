@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/idemkit/idemkit/client"
 )
@@ -16,8 +19,8 @@ import (
 // ErrConfig is matched by every error about a configuration.
 var ErrConfig = errors.New("mcpgateway: configuration")
 
-// Config is the gateway's configuration, usually read from a JSON file with
-// LoadConfig:
+// Config is the gateway's configuration, usually read from a JSON (or
+// YAML) file with LoadConfig:
 //
 //	{
 //	  "upstream": {"command": ["npx", "-y", "@modelcontextprotocol/server-memory"]},
@@ -178,14 +181,33 @@ var errorClasses = map[string]client.ErrorClass{
 // labels ending in a slash, then a name.
 var metaKey = regexp.MustCompile(`^([a-zA-Z]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*/)?[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$`)
 
-// LoadConfig reads and validates a JSON configuration file. Unknown
-// fields are errors, so that a misspelt setting is not silently ignored.
+// LoadConfig reads and validates a configuration file: YAML when its name
+// ends in .yaml or .yml (the same fields as the JSON), JSON otherwise.
+// Unknown fields are errors, so that a misspelt setting is not silently
+// ignored.
 func LoadConfig(path string) (*Config, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" {
+		return ParseYAMLConfig(b)
+	}
 	return ParseConfig(b)
+}
+
+// ParseYAMLConfig decodes and validates a YAML configuration. It is
+// converted to JSON first, so that both forms obey the same rules.
+func ParseYAMLConfig(b []byte) (*Config, error) {
+	var doc any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	j, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the YAML is not a JSON-compatible document: %v", ErrConfig, err)
+	}
+	return ParseConfig(j)
 }
 
 // ParseConfig decodes and validates a JSON configuration.

@@ -3,6 +3,8 @@ package mcpgateway
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -92,5 +94,40 @@ func TestProject(t *testing.T) {
 				t.Fatalf("project = %s (%v), want %s", b, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestLoadConfigYAML(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	yml := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(yml, []byte(`
+upstream:
+  command: [node, server.js]
+callTimeout: 2m
+tools:
+  add_observations:
+    identity:
+      - {path: observations.0.entityName, norm: trimmed}
+    replay: true
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(yml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := c.Tools["add_observations"]; !tc.Replay || tc.Identity[0].Norm != "trimmed" || time.Duration(c.CallTimeout) != 2*time.Minute {
+		t.Errorf("parsed: %+v", c)
+	}
+	bad := filepath.Join(dir, "bad.yml")
+	if err := os.WriteFile(bad, []byte("upstream: {url: 'http://x'}\ntols: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(bad); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "unknown field") {
+		t.Errorf("misspelt field: %v", err)
+	}
+	if _, err := LoadConfig(filepath.Join(dir, "missing.json")); !errors.Is(err, ErrConfig) {
+		t.Errorf("missing file: %v", err)
 	}
 }
