@@ -35,4 +35,4 @@ lambda-build:
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -ldflags "-s -w" -o .tmp/lambda/bootstrap ./examples/lambda
 
 clean:
-	rm -rf .tmp tools/dynalite/node_modules
+	rm -rf .tmp tools/dynalite/node_modules tools/mcp/node_modules

@@ -26,8 +26,8 @@ func TestReasonIsValidated(t *testing.T) {
 	f := newFixture(t)
 	r1 := invokeOne(t, f.h, time.Now().Add(10*time.Second), Event{RunID: "run-1",
 		ToolCalls: []ToolUse{f.refundCall("toolu_01", 1000, "the customer changed their mind")}})
-	if !r1.IsError || !strings.Contains(r1.Content, "must be one of duplicate, fraudulent, requested_by_customer") ||
-		!strings.Contains(r1.Content, "Nothing was done") {
+	if !r1.IsError.Value || !strings.Contains(text(r1), "must be one of duplicate, fraudulent, requested_by_customer") ||
+		!strings.Contains(text(r1), "Nothing was done") {
 		t.Errorf("reworded reason: %+v", r1)
 	}
 	if n := len(f.refunds()); n != 0 {
@@ -35,7 +35,7 @@ func TestReasonIsValidated(t *testing.T) {
 	}
 	r2 := invokeOne(t, f.h, time.Now().Add(10*time.Second), Event{RunID: "run-1",
 		ToolCalls: []ToolUse{f.refundCall("toolu_02", 1000, " Requested-by-Customer ")}})
-	if r2.IsError || len(f.refunds()) != 1 {
+	if r2.IsError.Value || len(f.refunds()) != 1 {
 		t.Fatalf("reason in Stripe's words: %+v, %d refunds", r2, len(f.refunds()))
 	}
 	resp, err := http.Get(f.stripe.URL + "/v1/refunds/" + f.refunds()[0].ID + "?")
@@ -53,7 +53,7 @@ func TestReasonIsValidated(t *testing.T) {
 	// Another reason for the same refund is a conflict, not a replay.
 	r3 := invokeOne(t, f.h, time.Now().Add(10*time.Second), Event{RunID: "run-1",
 		ToolCalls: []ToolUse{f.refundCall("toolu_03", 1000, "duplicate")}})
-	if !r3.IsError || !strings.Contains(r3.Content, "with different reason") || len(f.refunds()) != 1 {
+	if !r3.IsError.Value || !strings.Contains(text(r3), "with different reason") || len(f.refunds()) != 1 {
 		t.Errorf("another reason: %+v, %d refunds", r3, len(f.refunds()))
 	}
 }
@@ -69,7 +69,7 @@ func TestSweeperSettlesUncertain(t *testing.T) {
 	f.stripe.Faults.Add(fault.Rule{Route: "GET /v1/refunds", Action: fault.FailBeforeCommit, Status: http.StatusInternalServerError})
 	ev := Event{RunID: "run-1", ToolCalls: []ToolUse{f.refundCall("toolu_01", 700, "")}}
 	r1 := invokeOne(t, f.h, time.Now().Add(30*time.Second), ev)
-	if !r1.IsError || !strings.HasPrefix(r1.Content, "Outcome unknown") {
+	if !r1.IsError.Value || !strings.HasPrefix(text(r1), "Outcome unknown") {
 		t.Fatalf("first invocation: %+v; want an unknown outcome", r1)
 	}
 	tool := RefundTool(f.st)
@@ -135,7 +135,7 @@ func TestStripeKeyFromParameter(t *testing.T) {
 		t.Errorf("asked SSM for %q", name)
 	}
 	r := invokeOne(t, h, time.Now().Add(10*time.Second), Event{RunID: "run-1", ToolCalls: []ToolUse{f.refundCall("toolu_01", 300, "")}})
-	if r.IsError || len(f.refunds()) != 1 {
+	if r.IsError.Value || len(f.refunds()) != 1 {
 		t.Errorf("refund with the key from SSM: %+v, %d refunds", r, len(f.refunds()))
 	}
 }

@@ -73,7 +73,7 @@ func ExampleHandler_Handle() {
 		fmt.Printf("invocation %d: %s\n", i+1, out)
 	}
 	// Output:
-	// invocation 1: {"tool_results":[{"type":"tool_result","tool_use_id":"toolu_01","content":"Done: refund re_M8smCIePdmwEfxZoDdnA13iA of EUR 10.00 for pi_2DqmYZJqvqgRxgNdfVf1qtXj (succeeded)","is_error":false}]}
-	// invocation 2: {"tool_results":[{"type":"tool_result","tool_use_id":"toolu_02","content":"Already done earlier in this run: refund re_M8smCIePdmwEfxZoDdnA13iA of EUR 10.00 for pi_2DqmYZJqvqgRxgNdfVf1qtXj (succeeded). Do not repeat it.","is_error":false}]}
-	// invocation 3: {"tool_results":[{"type":"tool_result","tool_use_id":"toolu_02","content":"Already done earlier in this run: refund re_M8smCIePdmwEfxZoDdnA13iA of EUR 10.00 for pi_2DqmYZJqvqgRxgNdfVf1qtXj (succeeded). Do not repeat it.","is_error":false}]}
+	// invocation 1: {"tool_results":[{"tool_use_id":"toolu_01","is_error":false,"content":[{"text":"Done: refund re_M8smCIePdmwEfxZoDdnA13iA of EUR 10.00 for pi_2DqmYZJqvqgRxgNdfVf1qtXj (succeeded)","type":"text"}],"type":"tool_result"}]}
+	// invocation 2: {"tool_results":[{"tool_use_id":"toolu_02","is_error":false,"content":[{"text":"Already done earlier in this run: refund re_M8smCIePdmwEfxZoDdnA13iA of EUR 10.00 for pi_2DqmYZJqvqgRxgNdfVf1qtXj (succeeded). Do not repeat it.","type":"text"}],"type":"tool_result"}]}
+	// invocation 3: {"tool_results":[{"tool_use_id":"toolu_02","is_error":false,"content":[{"text":"Already done earlier in this run: refund re_M8smCIePdmwEfxZoDdnA13iA of EUR 10.00 for pi_2DqmYZJqvqgRxgNdfVf1qtXj (succeeded). Do not repeat it.","type":"text"}],"type":"tool_result"}]}
 }

@@ -9,8 +9,8 @@
 //	{"run_id": "run-1", "tool_calls": [{"type": "tool_use", "id": "toolu_01",
 //	  "name": "refund_payment", "input": {"payment_intent": "pi_123", "amount": 1000}}]}
 //
-//	{"tool_results": [{"type": "tool_result", "tool_use_id": "toolu_01",
-//	  "content": "Done: refund re_1 of EUR 10.00 for pi_123 (succeeded)", "is_error": false}]}
+//	{"tool_results": [{"type": "tool_result", "tool_use_id": "toolu_01", "is_error": false,
+//	  "content": [{"type": "text", "text": "Done: refund re_1 of EUR 10.00 for pi_123 (succeeded)"}]}]}
 //
 // The Executor is built once per execution environment (cold start) from
 // the environment variables that EnvFrom reads. Each claim's lease ends
@@ -22,7 +22,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -53,13 +53,9 @@ type Event struct {
 	ToolCalls []ToolUse `json:"tool_calls"`
 }
 
-// ToolUse is a Claude tool_use content block.
-type ToolUse struct {
-	Type  string          `json:"type,omitempty"` // "tool_use"
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
-}
+// ToolUse is a Claude tool_use content block, as the Anthropic Go SDK
+// defines it.
+type ToolUse = anthropic.ToolUseBlock
 
 // Response holds one tool_result block per tool call, in the order of the
 // calls.
@@ -67,13 +63,10 @@ type Response struct {
 	ToolResults []ToolResult `json:"tool_results"`
 }
 
-// ToolResult is a Claude tool_result content block.
-type ToolResult struct {
-	Type      string `json:"type"` // "tool_result"
-	ToolUseID string `json:"tool_use_id"`
-	Content   string `json:"content"`
-	IsError   bool   `json:"is_error"`
-}
+// ToolResult is a Claude tool_result content block, as the Anthropic Go
+// SDK defines it: append the results to the conversation with
+// anthropic.NewUserMessage.
+type ToolResult = anthropic.ToolResultBlockParam
 
 // Env is the configuration the function reads from its environment.
 type Env struct {
@@ -240,7 +233,7 @@ func (h *Handler) Handle(ctx context.Context, ev Event) (Response, error) {
 				log.ErrorContext(ctx, "idemkit could not guard the call",
 					slog.String("tool", tu.Name), slog.String("tool_use_id", tu.ID), slog.Any("err", err))
 			}
-			results[i] = ToolResult{Type: "tool_result", ToolUseID: tu.ID, Content: res.Text, IsError: res.IsError}
+			results[i] = *anthropic.NewToolResultBlock(tu.ID, res.Text, res.IsError).OfToolResult
 		})
 	}
 	wg.Wait()

@@ -200,7 +200,7 @@ func TestTimeoutThenRetryReconciles(t *testing.T) {
 	if !time.Now().After(deadline) {
 		t.Errorf("the first invocation returned before its deadline")
 	}
-	if !r1.IsError || !strings.HasPrefix(r1.Content, "Outcome unknown: the request may have gone through.") || r1.ToolUseID != "toolu_01" {
+	if !r1.IsError.Value || !strings.HasPrefix(text(r1), "Outcome unknown: the request may have gone through.") || r1.ToolUseID != "toolu_01" {
 		t.Errorf("first invocation told the model %+v; want that the outcome is unknown", r1)
 	}
 	waitFor(t, "Stripe to commit the held refund", func() bool { return len(f.refunds()) == 1 })
@@ -210,7 +210,7 @@ func TestTimeoutThenRetryReconciles(t *testing.T) {
 	ev.ToolCalls[0].ID = "toolu_02"
 	r2 := invokeOne(t, f.h, time.Now().Add(10*time.Second), ev)
 	want := fmt.Sprintf("Already done earlier in this run: refund %s of EUR 10.00 for %s (succeeded). Do not repeat it.", refund.ID, f.pi)
-	if r2.IsError || r2.Content != want || r2.ToolUseID != "toolu_02" {
+	if r2.IsError.Value || text(r2) != want || r2.ToolUseID != "toolu_02" {
 		t.Errorf("retry told the model %+v; want %q", r2, want)
 	}
 	if n := len(f.refunds()); n != 1 {
@@ -265,10 +265,10 @@ func TestDoubleInvocation(t *testing.T) {
 		t.Fatalf("Stripe made %d refunds, want 1", len(refunds))
 	}
 	summary := fmt.Sprintf("refund %s of EUR 10.00 for %s (succeeded)", refunds[0].ID, f.pi)
-	if r1.IsError || r1.Content != "Done: "+summary {
+	if r1.IsError.Value || text(r1) != "Done: "+summary {
 		t.Errorf("first result %+v", r1)
 	}
-	if r2.IsError || r2.Content != "Already done earlier in this run: "+summary+". Do not repeat it." {
+	if r2.IsError.Value || text(r2) != "Already done earlier in this run: "+summary+". Do not repeat it." {
 		t.Errorf("second result %+v", r2)
 	}
 }
@@ -296,11 +296,11 @@ func TestConcurrentInvocations(t *testing.T) {
 	done := 0
 	for _, r := range results {
 		switch {
-		case r.IsError:
+		case r.IsError.Value:
 			t.Errorf("result %+v", r)
-		case strings.HasPrefix(r.Content, "Done: "):
+		case strings.HasPrefix(text(r), "Done: "):
 			done++
-		case !strings.HasPrefix(r.Content, "Already done earlier in this run: "):
+		case !strings.HasPrefix(text(r), "Already done earlier in this run: "):
 			t.Errorf("result %+v", r)
 		}
 	}
@@ -334,7 +334,7 @@ func TestBadCalls(t *testing.T) {
 		"refund_payment needs amount to run safely (want a number in plain decimal notation).",
 	} {
 		r := res.ToolResults[i]
-		if r.ToolUseID != ev.ToolCalls[i].ID || !r.IsError || r.Type != "tool_result" || !strings.HasPrefix(r.Content, want) {
+		if r.ToolUseID != ev.ToolCalls[i].ID || !r.IsError.Value || !strings.HasPrefix(text(r), want) {
 			t.Errorf("result %d = %+v, want an error starting %q", i, r, want)
 		}
 	}
@@ -371,4 +371,15 @@ func TestEnvFrom(t *testing.T) {
 			t.Errorf("%s: EnvFrom = %+v, %v; want %+v", tc.name, got, err, tc.want)
 		}
 	}
+}
+
+// text is the text of a tool_result block.
+func text(r ToolResult) string {
+	var s strings.Builder
+	for _, c := range r.Content {
+		if c.OfText != nil {
+			s.WriteString(c.OfText.Text)
+		}
+	}
+	return s.String()
 }

@@ -165,8 +165,8 @@ func TestRuntimeRepeatedInvocation(t *testing.T) {
 	if len(f.refunds()) != 1 {
 		t.Fatalf("%d refunds, want 1", len(f.refunds()))
 	}
-	if r1.IsError || !strings.HasPrefix(r1.Content, "Done: refund "+f.refunds()[0].ID) ||
-		r2.IsError || !strings.HasPrefix(r2.Content, "Already done earlier in this run: refund "+f.refunds()[0].ID) {
+	if r1.IsError.Value || !strings.HasPrefix(text(r1), "Done: refund "+f.refunds()[0].ID) ||
+		r2.IsError.Value || !strings.HasPrefix(text(r2), "Already done earlier in this run: refund "+f.refunds()[0].ID) {
 		t.Errorf("answers %+v and %+v", r1, r2)
 	}
 }
@@ -188,7 +188,7 @@ func TestRuntimeTimeoutThenRetry(t *testing.T) {
 	e2 := startEmulator(t, f, 30) // Lambda's retry lands in a fresh environment
 	ev.ToolCalls[0].ID = "toolu_02"
 	r2 := result(t, e2.invoke(t, ev))
-	if len(f.refunds()) != 1 || r2.IsError || !strings.HasPrefix(r2.Content, "Already done earlier in this run: refund "+f.refunds()[0].ID) {
+	if len(f.refunds()) != 1 || r2.IsError.Value || !strings.HasPrefix(text(r2), "Already done earlier in this run: refund "+f.refunds()[0].ID) {
 		t.Errorf("retry: %+v, %d refunds; want already done, one refund", r2, len(f.refunds()))
 	}
 }
@@ -213,9 +213,9 @@ func TestRuntimeConcurrentInvocations(t *testing.T) {
 	for _, a := range answers {
 		r := result(t, a)
 		switch {
-		case !r.IsError && strings.Contains(r.Content, f.refunds()[0].ID):
+		case !r.IsError.Value && strings.Contains(text(r), f.refunds()[0].ID):
 			done++
-		case r.IsError && r.Content == "Already in progress. Do not retry.":
+		case r.IsError.Value && text(r) == "Already in progress. Do not retry.":
 		default:
 			t.Errorf("answer %+v", r)
 		}

@@ -1,0 +1,284 @@
+package mcpgateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/idemkit/idemkit/client"
+)
+
+// ErrConfig is matched by every error about a configuration.
+var ErrConfig = errors.New("mcpgateway: configuration")
+
+// Config is the gateway's configuration, usually read from a JSON (or
+// YAML) file with LoadConfig:
+//
+//	{
+//	  "upstream": {"command": ["npx", "-y", "@modelcontextprotocol/server-memory"]},
+//	  "run": {"id": "desktop"},
+//	  "tools": {
+//	    "add_observations": {
+//	      "identity": [{"path": "observations.0.entityName", "norm": "trimmed"}],
+//	      "key": {"meta": "idemkit/key"},
+//	      "replay": true
+//	    }
+//	  }
+//	}
+type Config struct {
+	// Upstream is the MCP server the gateway fronts. Required.
+	Upstream Upstream `json:"upstream"`
+	// Ledger is the URL of the ledger, for the program that opens it
+	// (idem mcp opens it by URL; empty: the embedded SQLite file). New
+	// takes the opened ledger.Store and does not read this field.
+	Ledger string `json:"ledger,omitempty"`
+	// Tools are the upstream tools made exactly-once, by name. Every other
+	// tool, resource and prompt passes through unchanged.
+	Tools map[string]ToolConfig `json:"tools"`
+	// Run says where a call's run id comes from (see Source); the action
+	// keys of tools with scope "run" are scoped by it.
+	Run Source `json:"run,omitzero"`
+	// Tenant says where a call's tenant comes from, for tools with scope
+	// "tenant".
+	Tenant Source `json:"tenant,omitzero"`
+	// CallTimeout bounds one upstream call of a configured tool (default
+	// DefaultCallTimeout). A call that runs out is ambiguous: the record
+	// becomes uncertain and the call is not repeated.
+	CallTimeout Duration `json:"callTimeout,omitzero"`
+	// Name is the gateway's MCP implementation name (default
+	// "idemkit-mcp-gateway").
+	Name string `json:"name,omitempty"`
+}
+
+// DefaultCallTimeout is Config.CallTimeout's default.
+const DefaultCallTimeout = 5 * time.Minute
+
+// Upstream names the MCP server the gateway fronts: a command it spawns and
+// talks to over stdio, or a streamable-HTTP endpoint.
+type Upstream struct {
+	// Command and its arguments; the gateway starts it, and starts it
+	// again when it exited, at the next call.
+	Command []string `json:"command,omitempty"`
+	// Env adds variables to the command's environment (the gateway's own
+	// environment is inherited).
+	Env map[string]string `json:"env,omitempty"`
+	// Dir is the command's working directory (default: the gateway's).
+	Dir string `json:"dir,omitempty"`
+	// URL is a streamable-HTTP endpoint, instead of a command.
+	URL string `json:"url,omitempty"`
+	// Header is sent with every HTTP request to URL (authorization).
+	Header map[string]string `json:"header,omitempty"`
+}
+
+// Source says where a call's run id (or tenant) comes from. The first that
+// gives a value wins, in this order:
+//
+//  1. the tools/call request's _meta entry named Meta (default
+//     "idemkit/run" for the run id, "idemkit/tenant" for the tenant): for
+//     clients whose host program sets it;
+//  2. the HTTP header named Header (default "Idemkit-Run",
+//     "Idemkit-Tenant") on the streamable-HTTP transport;
+//  3. ID, a fixed value from the configuration (flag --run-id of idem
+//     mcp): one run for every call through this gateway;
+//  4. for the run id only, the MCP session: the Mcp-Session-Id of a
+//     streamable-HTTP session, or one id per gateway process on stdio.
+//
+// A session-scoped run ends with its session: a client that reconnects,
+// or a desktop app that restarts the gateway, starts a new run and may do
+// the same action again. Where repeats across reconnects must be caught,
+// set ID (or have the client send the _meta entry or header), or declare
+// the tool's scope "tenant" or "global".
+type Source struct {
+	ID     string `json:"id,omitempty"`
+	Meta   string `json:"meta,omitempty"`
+	Header string `json:"header,omitempty"`
+}
+
+// ToolConfig makes one upstream tool exactly-once.
+type ToolConfig struct {
+	// Identity fields define the action (see client.Tool.Identity). A path
+	// is dotted; a segment of digits indexes an array
+	// ("observations.0.entityName"). Required.
+	Identity []FieldConfig `json:"identity"`
+	// Validated fields must not change between repeats (a repeat with
+	// another value is a conflict).
+	Validated []FieldConfig `json:"validated,omitempty"`
+	// Scope of the action key: "run" (default), "tenant" or "global".
+	Scope string `json:"scope,omitempty"`
+	// Key says how the downstream key reaches the upstream tool.
+	Key KeyConfig `json:"key,omitzero"`
+	// Replay: a repeat returns the first call's result content (as stored,
+	// within the ledger's result limit) with the outcome's text appended.
+	// Otherwise a repeat returns the outcome's text only.
+	Replay bool `json:"replay,omitempty"`
+	// ErrorResult says what a result with isError means: "ambiguous"
+	// (default: the tool may have acted before it failed; the record
+	// becomes uncertain), "definite" (nothing was done, a retry may
+	// succeed) or "permanent" (nothing was done, a retry will fail too).
+	// Choose definite or permanent only for servers whose tools report
+	// errors before acting.
+	ErrorResult string `json:"errorResult,omitempty"`
+}
+
+// FieldConfig is an identity or validated field.
+type FieldConfig struct {
+	Path string `json:"path"`
+	// Norm is the normalizer: "" (exact canonical JSON), "string",
+	// "trimmed", "casefolded", "email", "integer" or "decimal".
+	Norm string `json:"norm,omitempty"`
+}
+
+// KeyConfig says where the downstream key goes: into the tool's arguments
+// under Argument, or into the request's _meta under Meta. With neither,
+// Meta "idemkit/key" is used: servers ignore _meta entries they do not
+// know, so only a server that reads it deduplicates by it.
+type KeyConfig struct {
+	Argument string `json:"argument,omitempty"`
+	Meta     string `json:"meta,omitempty"`
+}
+
+// Duration is a time.Duration written as a string ("90s", "5m") in JSON.
+type Duration time.Duration
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string like \"90s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+var norms = map[string]client.Normalizer{
+	"": nil, "string": client.String, "trimmed": client.Trimmed, "casefolded": client.CaseFolded,
+	"email": client.Email, "integer": client.Integer, "decimal": client.Decimal,
+}
+
+var scopes = map[string]client.Scope{"": client.ScopeRun, "run": client.ScopeRun, "tenant": client.ScopeTenant, "global": client.ScopeGlobal}
+
+var errorClasses = map[string]client.ErrorClass{
+	"": client.ClassAmbiguous, "ambiguous": client.ClassAmbiguous,
+	"definite": client.ClassDefinite, "permanent": client.ClassPermanent,
+}
+
+// metaKey is the form of a _meta key: an optional prefix of dot-separated
+// labels ending in a slash, then a name.
+var metaKey = regexp.MustCompile(`^([a-zA-Z]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*/)?[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$`)
+
+// LoadConfig reads and validates a configuration file: YAML when its name
+// ends in .yaml or .yml (the same fields as the JSON), JSON otherwise.
+// Unknown fields are errors, so that a misspelt setting is not silently
+// ignored.
+func LoadConfig(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if ext := strings.ToLower(filepath.Ext(path)); ext == ".yaml" || ext == ".yml" {
+		return ParseYAMLConfig(b)
+	}
+	return ParseConfig(b)
+}
+
+// ParseYAMLConfig decodes and validates a YAML configuration. It is
+// converted to JSON first, so that both forms obey the same rules.
+func ParseYAMLConfig(b []byte) (*Config, error) {
+	var doc any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	j, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the YAML is not a JSON-compatible document: %v", ErrConfig, err)
+	}
+	return ParseConfig(j)
+}
+
+// ParseConfig decodes and validates a JSON configuration.
+func ParseConfig(b []byte) (*Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: data after the configuration object", ErrConfig)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks the configuration; New calls it.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch up := c.Upstream; {
+	case len(up.Command) == 0 && up.URL == "":
+		bad("upstream: a command or a url is required")
+	case len(up.Command) > 0 && up.URL != "":
+		bad("upstream: a command or a url, not both")
+	case up.URL != "" && !strings.HasPrefix(up.URL, "http://") && !strings.HasPrefix(up.URL, "https://"):
+		bad("upstream: url %q is not http(s)", up.URL)
+	case len(up.Command) > 0 && up.Command[0] == "":
+		bad("upstream: empty command")
+	}
+	if c.CallTimeout < 0 {
+		bad("callTimeout: negative")
+	}
+	for _, s := range []struct {
+		name string
+		src  Source
+	}{{"run", c.Run}, {"tenant", c.Tenant}} {
+		if s.src.Meta != "" && !metaKey.MatchString(s.src.Meta) {
+			bad("%s.meta: %q is not a _meta key", s.name, s.src.Meta)
+		}
+	}
+	for name, t := range c.Tools {
+		if len(t.Identity) == 0 {
+			bad("tools.%s: no identity fields", name)
+		}
+		for _, f := range append(append([]FieldConfig(nil), t.Identity...), t.Validated...) {
+			if _, ok := norms[f.Norm]; !ok {
+				bad("tools.%s: field %s: unknown norm %q", name, f.Path, f.Norm)
+			}
+			if f.Path == "" || strings.Contains(f.Path, "..") || strings.HasPrefix(f.Path, ".") || strings.HasSuffix(f.Path, ".") {
+				bad("tools.%s: field path %q is not a dotted path", name, f.Path)
+			}
+		}
+		if _, ok := scopes[t.Scope]; !ok {
+			bad("tools.%s: scope %q is not run, tenant or global", name, t.Scope)
+		}
+		if _, ok := errorClasses[t.ErrorResult]; !ok {
+			bad("tools.%s: errorResult %q is not ambiguous, definite or permanent", name, t.ErrorResult)
+		}
+		switch k := t.Key; {
+		case k.Argument != "" && k.Meta != "":
+			bad("tools.%s: key: an argument or a meta entry, not both", name)
+		case k.Meta != "" && !metaKey.MatchString(k.Meta):
+			bad("tools.%s: key.meta: %q is not a _meta key", name, k.Meta)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return nil
+}

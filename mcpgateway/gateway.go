@@ -1,0 +1,349 @@
+// Package mcpgateway is an MCP server that sits in front of another MCP
+// server and makes the side-effecting tools named in its configuration
+// exactly-once, so that an agent in any language gets idemkit by pointing
+// its MCP configuration at the gateway instead of at the server.
+//
+// The gateway spawns its upstream (a command spoken to over stdio) or
+// connects to it (a streamable-HTTP URL), and serves its own clients over
+// stdio (Serve) or streamable HTTP (Handler). Tools, resources, prompts
+// and completions pass through unchanged, listed and called on the
+// upstream as they are; only a tools/call of a configured tool takes the
+// executor's path (package client): derive the action key from the
+// configured identity fields, claim it in the ledger, call the upstream
+// tool with the downstream key (as an argument or in _meta), and record
+// the result.
+//
+// What the client gets back:
+//
+//   - the first call: the upstream's result, as it is;
+//   - a repeat of a done action: with Replay set, the first call's result
+//     content (stored in the ledger up to its result limit) followed by
+//     the text "Already done earlier in this run: ... Do not repeat it.";
+//     otherwise only that text. A result too large to keep is not
+//     replayed, and the text says so;
+//   - every other outcome (in progress, uncertain, conflict, failed,
+//     invalid input): a result with isError and the executor's text.
+//
+// Each result's _meta carries "idemkit/outcome" and "idemkit/key".
+//
+// An upstream that dies, times out (Config.CallTimeout) or drops the
+// connection during a call is an ambiguous outcome: the record becomes
+// uncertain and the call is never repeated blindly — later repeats are
+// answered "Outcome unknown ... do not retry" until an operator settles
+// the record (ledger.Resolve). A JSON-RPC error by which the upstream
+// refuses the request (invalid params, unknown method) means nothing was
+// done. The next call after the upstream died starts it again.
+//
+// The ledger is a ledger.Store opened by the caller: idem mcp opens it by
+// URL (Config.Ledger), the embedded SQLite file by default.
+package mcpgateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// Options are the settings of a gateway that a configuration file does
+// not hold. The zero value (or nil) gives the defaults.
+type Options struct {
+	// Client tunes the executor (lease, retention, clock); its Logger
+	// defaults to Logger.
+	Client *client.Config
+	// Logger receives a record per configured tool call and the upstream's
+	// restarts (default: discard).
+	Logger *slog.Logger
+	// Stderr receives the upstream command's standard error (default:
+	// this process's).
+	Stderr io.Writer
+	// ConnectTimeout bounds starting and initializing the upstream
+	// (default 30 seconds).
+	ConnectTimeout time.Duration
+	// Tool, when set, wraps each configured tool before it is registered
+	// (otelidem's Instruments.Tool traces its runs).
+	Tool func(client.Tool) client.Tool
+	// Executor, when set, wraps the executor the calls go through
+	// (otelidem's Instruments.Executor gives each call a span).
+	Executor func(*client.Executor) Executor
+}
+
+// Executor executes tool calls; *client.Executor implements it, and so do
+// its wrappers.
+type Executor interface {
+	Execute(ctx context.Context, runID string, call client.Call) (client.Result, error)
+}
+
+// Gateway is an MCP server in front of an upstream MCP server.
+type Gateway struct {
+	cfg     Config
+	exec    *client.Executor
+	calls   Executor // exec, wrapped by Options.Executor
+	wrap    func(client.Tool) client.Tool
+	up      *upstream
+	server  *mcp.Server
+	tools   map[string]*guarded
+	log     *slog.Logger
+	procRun string // the run id of stdio sessions without another source
+	timeout time.Duration
+}
+
+// guarded is a configured tool.
+type guarded struct {
+	name  string
+	cfg   ToolConfig
+	paths [][]string // identity and validated paths, split
+}
+
+// The _meta entries and headers the gateway reads and writes.
+const (
+	DefaultRunMeta      = "idemkit/run"
+	DefaultRunHeader    = "Idemkit-Run"
+	DefaultTenantMeta   = "idemkit/tenant"
+	DefaultTenantHeader = "Idemkit-Tenant"
+	DefaultKeyMeta      = "idemkit/key"
+	// OutcomeMeta and KeyMeta are set in the _meta of every result of a
+	// configured tool: the outcome ("executed", "already done", ...) and
+	// the action key.
+	OutcomeMeta = "idemkit/outcome"
+	KeyMeta     = "idemkit/key"
+)
+
+// New validates cfg, starts or connects to the upstream (the gateway
+// mirrors its capabilities), and returns the gateway with its tools
+// registered on an executor over store. Close it when done.
+func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*Gateway, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: no configuration", ErrConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 30 * time.Second
+	}
+	cc := client.Config{}
+	if o.Client != nil {
+		cc = *o.Client
+	}
+	if cc.Logger == nil {
+		cc.Logger = o.Logger
+	}
+	g := &Gateway{
+		cfg: *cfg, exec: client.New(store, &cc), tools: map[string]*guarded{}, log: o.Logger,
+		procRun: "session-" + randomHex(), timeout: time.Duration(cfg.CallTimeout), wrap: o.Tool,
+	}
+	g.calls = g.exec
+	if o.Executor != nil {
+		g.calls = o.Executor(g.exec)
+	}
+	if g.timeout == 0 {
+		g.timeout = DefaultCallTimeout
+	}
+	if g.cfg.Name == "" {
+		g.cfg.Name = "idemkit-mcp-gateway"
+	}
+	for name, tc := range cfg.Tools {
+		t, err := g.register(name, tc)
+		if err != nil {
+			return nil, err
+		}
+		g.tools[name] = t
+	}
+	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout,
+		client: mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, nil)}
+	sess, err := g.up.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	init := sess.InitializeResult()
+	g.server = mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
+		Instructions: init.Instructions,
+		Capabilities: mirror(init.Capabilities),
+		Logger:       o.Logger,
+	})
+	g.server.AddReceivingMiddleware(g.route)
+	return g, nil
+}
+
+// mirror returns the capabilities the gateway serves for an upstream's:
+// its tools, resources, prompts and completions, without list-changed
+// notifications and subscriptions, which the gateway does not relay.
+func mirror(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
+	if up == nil {
+		return caps
+	}
+	if up.Resources != nil {
+		caps.Resources = &mcp.ResourceCapabilities{}
+	}
+	if up.Prompts != nil {
+		caps.Prompts = &mcp.PromptCapabilities{}
+	}
+	caps.Completions = up.Completions
+	return caps
+}
+
+// Serve serves one client over t (an *mcp.StdioTransport for a client that
+// spawns the gateway) until the client disconnects or ctx ends.
+func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
+	return g.server.Run(ctx, t)
+}
+
+// Handler serves clients over streamable HTTP; opts may be nil.
+func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, opts)
+}
+
+// Close disconnects from the upstream, stopping its command.
+func (g *Gateway) Close() error { return g.up.close() }
+
+// route sends each request where it belongs: configured tool calls through
+// the executor, everything a server lists or reads to the upstream, and
+// the protocol's own requests (initialize, ping, logging) to the gateway's
+// server.
+func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch p := req.GetParams().(type) {
+		case *mcp.CallToolParamsRaw:
+			if t := g.tools[p.Name]; t != nil {
+				return g.call(ctx, t, req.(*mcp.CallToolRequest))
+			}
+			return forward(ctx, g.up, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
+		case *mcp.ListToolsParams:
+			return forward(ctx, g.up, p, (*mcp.ClientSession).ListTools)
+		case *mcp.ListResourcesParams:
+			return forward(ctx, g.up, p, (*mcp.ClientSession).ListResources)
+		case *mcp.ListResourceTemplatesParams:
+			return forward(ctx, g.up, p, (*mcp.ClientSession).ListResourceTemplates)
+		case *mcp.ReadResourceParams:
+			return forward(ctx, g.up, p, (*mcp.ClientSession).ReadResource)
+		case *mcp.ListPromptsParams:
+			return forward(ctx, g.up, p, (*mcp.ClientSession).ListPrompts)
+		case *mcp.GetPromptParams:
+			return forward(ctx, g.up, p, (*mcp.ClientSession).GetPrompt)
+		case *mcp.CompleteParams:
+			return forward(ctx, g.up, p, (*mcp.ClientSession).Complete)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// forward passes one request to the upstream unchanged.
+func forward[P any, R mcp.Result](ctx context.Context, up *upstream, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
+	sess, err := up.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return call(sess, ctx, p)
+}
+
+// upstream is the connection to the upstream server, started again after
+// it ended.
+type upstream struct {
+	cfg     Upstream
+	client  *mcp.Client
+	log     *slog.Logger
+	stderr  io.Writer
+	timeout time.Duration
+
+	mu   sync.Mutex
+	sess *mcp.ClientSession
+}
+
+// session returns the live session, connecting first when there is none.
+func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.sess != nil {
+		return u.sess, nil
+	}
+	var t mcp.Transport
+	if u.cfg.URL != "" {
+		hc := &http.Client{Transport: headerTransport{header: u.cfg.Header, next: http.DefaultTransport}}
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
+	} else {
+		cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
+		cmd.Dir = u.cfg.Dir
+		cmd.Env = os.Environ()
+		for k, v := range u.cfg.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stderr = os.Stderr
+		if u.stderr != nil {
+			cmd.Stderr = u.stderr
+		}
+		t = &mcp.CommandTransport{Command: cmd}
+	}
+	cctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	sess, err := u.client.Connect(cctx, t, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcpgateway: connecting to the upstream: %w", err)
+	}
+	u.sess = sess
+	u.log.Info("mcpgateway: upstream connected", slog.String("session", sess.ID()))
+	go func() {
+		err := sess.Wait()
+		u.mu.Lock()
+		if u.sess == sess {
+			u.sess = nil
+		}
+		u.mu.Unlock()
+		u.log.Info("mcpgateway: upstream session ended", slog.Any("err", err))
+	}()
+	return sess, nil
+}
+
+func (u *upstream) close() error {
+	u.mu.Lock()
+	sess := u.sess
+	u.sess = nil
+	u.mu.Unlock()
+	if sess == nil {
+		return nil
+	}
+	return sess.Close()
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct {
+	header map[string]string
+	next   http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.header) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range h.header {
+			r.Header.Set(k, v)
+		}
+	}
+	return h.next.RoundTrip(r)
+}
+
+func randomHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
