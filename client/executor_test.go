@@ -257,12 +257,13 @@ func TestAmbiguousWithoutReconcilerStaysUncertain(t *testing.T) {
 	}))
 	in := `{"ticketId":"5"}`
 	r := f.call(t, "run", "send_reply", in)
-	wantOutcome(t, r, client.Uncertain, "Outcome unknown: the request may have gone through. It is being reconciled; do not retry.")
+	// Nothing will reconcile it: the model is told so, truthfully.
+	wantOutcome(t, r, client.Uncertain, "Outcome unknown: the request may have gone through. It cannot be checked automatically; an operator must check it. Do not retry.")
 	rec, err := f.store.Get(context.Background(), r.Key)
 	if err != nil || rec.State != ledger.StateUncertain || rec.Attempt != 1 {
 		t.Fatalf("record %+v, %v", rec, err)
 	}
-	wantOutcome(t, f.call(t, "run", "send_reply", in), client.Uncertain, "do not retry")
+	wantOutcome(t, f.call(t, "run", "send_reply", in), client.Uncertain, "an operator must check it. Do not retry.")
 	if runs.Load() != 1 {
 		t.Fatalf("tool ran %d times, want 1: an uncertain action ran again without reconciling", runs.Load())
 	}
@@ -331,7 +332,11 @@ func TestAmbiguousThenReconcile(t *testing.T) {
 			tool.Reconciler = rec
 			f := newFixture(t, nil, tool)
 			r := f.call(t, "run", "send_reply", `{"ticketId":"5"}`)
-			wantOutcome(t, r, c.want, "")
+			text := ""
+			if c.want == client.Uncertain {
+				text = "It is being reconciled; do not retry."
+			}
+			wantOutcome(t, r, c.want, text)
 			if runs.Load() != c.wantRuns || rec.calls.Load() != 1 {
 				t.Fatalf("runs %d reconciles %d", runs.Load(), rec.calls.Load())
 			}

@@ -43,7 +43,8 @@ type Config struct {
 	// InFlight is how long a provider may still commit a request after the
 	// client gave up on it (default DefaultInFlight). An empty lookup is
 	// conclusive only once that long (plus the index lag of an eventual
-	// lookup) has passed since the reconciliation began.
+	// lookup) has passed since the last request of the attempt could have
+	// left (client.Invocation.SentBy; the moment of asking when unknown).
 	InFlight time.Duration
 	// WindowMargin is kept free at the end of a provider's deduplication
 	// window: a resend is trusted to be deduplicated only while
@@ -158,8 +159,14 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend boo
 
 	// committed: from then on no earlier request can commit; a certain
 	// NotFound is final. settled: from then on an empty lookup of any kind
-	// is final.
-	committed := quiet.Add(p.cfg.InFlight)
+	// is final. Both rest on when the last request could have left, as the
+	// record says (SentBy), so every pass over the same record, and the
+	// sweeper, reach the same answer; unknown, on the moment of asking.
+	sentBy := inv.SentBy
+	if sentBy.IsZero() {
+		sentBy = quiet
+	}
+	committed := sentBy.Add(p.cfg.InFlight)
 	settled := committed
 	if caps.Lookup == providers.Eventual {
 		settled = settled.Add(caps.IndexLag)
@@ -202,8 +209,8 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend boo
 			if err != nil {
 				return Finding{}, fmt.Errorf("reconcile: lookup %s: %d lookups in %s, the last failed: %w", key, lookups, now.Sub(quiet), err)
 			}
-			return unknown("the provider did not show the effect in %d lookups over %s, but an earlier request may still commit, or be missing from its index, until %s after the reconciliation began",
-				lookups, now.Sub(quiet), settled.Sub(quiet)), nil
+			return unknown("the provider did not show the effect in %d lookups over %s, but an earlier request may still commit, or be missing from its index, until %s",
+				lookups, now.Sub(quiet), settled.UTC().Format(time.RFC3339)), nil
 		}
 		d := b.NextBackOff()
 		for _, at := range []time.Time{committed, settled} {
