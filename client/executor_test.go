@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,7 +115,7 @@ func TestSendReplyTwiceRunsOnce(t *testing.T) {
 
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
-	var runs, arrived atomic.Int64
+	var runs atomic.Int64
 	release := make(chan struct{})
 	f := newFixture(t, nil, counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 		<-release
@@ -127,7 +128,6 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			arrived.Add(1)
 			res, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"7"}`), ID: fmt.Sprint("call-", i)})
 			if err != nil {
 				t.Error(err)
@@ -135,9 +135,13 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 			results[i] = res
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for arrived.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	// The tool holds the first call until every other caller waits on it
+	// inside the in-process merge: then the merge cannot be missed.
+	for deadline := time.Now().Add(time.Minute); mergeWaiters() < n-1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("only %d of %d duplicates waited on the first call", mergeWaiters(), n-1)
+		}
 	}
 	close(release)
 	wg.Wait()
@@ -145,13 +149,34 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 		t.Fatalf("tool ran %d times, want 1", runs.Load())
 	}
 	for i, r := range results {
-		if r.IsError || r.Ref != "msg_1" || r.Summary != "sent" || r.Key != results[0].Key {
+		if r.IsError || r.Ref != "msg_1" || r.Summary != "sent" || r.Key != results[0].Key || !r.Shared {
 			t.Fatalf("result %d differs: %+v", i, r)
 		}
 	}
-	if f.exec.Stats().Merged == 0 {
-		t.Error("no call was merged in process")
+	if m := f.exec.Stats().Merged; m != n {
+		t.Errorf("%d calls merged in process, want %d", m, n)
 	}
+}
+
+// mergeWaiters counts the goroutines that wait, inside the executor's
+// singleflight group, for an identical call in flight.
+func mergeWaiters() int {
+	buf := make([]byte, 1<<20)
+	for {
+		if k := runtime.Stack(buf, true); k < len(buf) {
+			buf = buf[:k]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "singleflight.(*Group).Do(") && strings.Contains(g, "sync.(*WaitGroup).Wait(") &&
+			!strings.Contains(g, "singleflight.(*Group).doCall(") && strings.Contains(g, "client.(*Executor).Execute(") {
+			n++
+		}
+	}
+	return n
 }
 
 func TestBadInputRunsNothing(t *testing.T) {
