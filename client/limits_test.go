@@ -80,7 +80,9 @@ func TestDoneEffectSurvivesSizeLimits(t *testing.T) {
 // own input.
 func TestConfigurationMistakes(t *testing.T) {
 	t.Parallel()
-	run := func(context.Context, client.Invocation) (client.Effect, error) { return client.Effect{Summary: "ok"}, nil }
+	run := func(context.Context, client.Invocation) (client.Effect, error) {
+		return client.Effect{Summary: "ok"}, nil
+	}
 	id := []client.Field{{Path: "id"}}
 
 	t.Run("New without a store", func(t *testing.T) {
