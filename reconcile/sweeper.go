@@ -50,8 +50,10 @@ type Report struct {
 	// Failed: the provider conclusively had no effect and no request can
 	// still create it; the record is failed, so a later call may run it.
 	Failed int
-	// Uncertain: the record is left uncertain (the provider could not
-	// tell, the reconciler failed, or only a resend could settle it).
+	// Uncertain: the record is left as it was, pending or uncertain (the
+	// provider could not tell yet, the reconciler failed, or only a resend
+	// could settle it), or an abandoned claim of a tool without a
+	// reconciler was marked uncertain.
 	Uncertain int
 	// Skipped: another process held or settled the record first, or the
 	// sweeper does not know its tool.
@@ -63,7 +65,7 @@ type Report struct {
 
 // Sweeper reconciles records that calls left behind: pending records whose
 // owner vanished, and uncertain ones. It is safe to run in several
-// processes at once: it claims each record before acting on it.
+// processes at once: it claims a record before it writes to it.
 type Sweeper struct {
 	store ledger.Store
 	recs  map[string]client.Reconciler
