@@ -28,7 +28,9 @@ var ErrNoKey = errors.New("reconcile: invocation has no key")
 // Config tunes a Policy. A nil *Config, or a zero field, means the default.
 type Config struct {
 	// Clock tells the time (default: the system clock). It must be the
-	// clock the invocations' AttemptAt was read from.
+	// clock the invocations' AttemptAt and SentBy were read from (the
+	// executors' and the ledger's): a clock behind this one would make
+	// the in-flight bound look passed too early.
 	Clock ledger.Clock
 	// Sleep waits d or until ctx ends (default: a real timer). Tests with
 	// a fake clock pass a function that advances it.
@@ -161,9 +163,10 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend boo
 	// NotFound is final. settled: from then on an empty lookup of any kind
 	// is final. Both rest on when the last request could have left, as the
 	// record says (SentBy), so every pass over the same record, and the
-	// sweeper, reach the same answer; unknown, on the moment of asking.
+	// sweeper, reach the same answer; unknown, on the moment of asking (no
+	// request leaves later than that either).
 	sentBy := inv.SentBy
-	if sentBy.IsZero() {
+	if sentBy.IsZero() || sentBy.After(quiet) {
 		sentBy = quiet
 	}
 	committed := sentBy.Add(p.cfg.InFlight)
