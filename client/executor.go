@@ -418,7 +418,7 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 // reconciliation: only the owner of a live lease sends. When the renewal
 // fails, nothing is sent and the action stays uncertain.
 func (r *run) mayResend(f *fence) (settle, bool) {
-	if err := f.renew(); err != nil {
+	if err := f.renew(r.e.cfg.RecordTimeout); err != nil {
 		return r.uncertains(fmt.Errorf("client: not resent: the claim could not be renewed: %w", err)), false
 	}
 	return nil, true
@@ -538,7 +538,13 @@ func (f *fence) watch() {
 			f.cancel(fmt.Errorf("%w: the lease ended at %s without renewal", ErrLeaseLost, until.UTC().Format(time.RFC3339Nano)))
 			return
 		}
-		t := time.NewTimer(min(until.Sub(now), cfg.Lease/2))
+		// Renew every half lease; once renewals have failed for that long,
+		// retry at half the remaining time until the lease ends.
+		wait := cfg.Lease / 2
+		if left := until.Sub(now); left <= wait {
+			wait = left / 2
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
 		select {
 		case <-f.done:
 			t.Stop()
@@ -548,18 +554,23 @@ func (f *fence) watch() {
 			return
 		case <-t.C:
 		}
-		if err := f.renew(); err != nil && !errors.Is(err, ErrLeaseLost) {
+		left := f.lease().Sub(cfg.Clock.Now())
+		if left <= 0 {
+			continue // ended: cancelled above
+		}
+		// A renewal that outlasts the lease is no renewal: bound the write.
+		if err := f.renew(left); err != nil && !errors.Is(err, ErrLeaseLost) {
 			cfg.Logger.WarnContext(f.parent, "idemkit: lease not renewed; retrying until it ends",
 				slog.String("key", f.r.id.key), slog.String("tool", f.r.t.Name), slog.Any("err", err))
 		}
 	}
 }
 
-// renew extends the lease with a conditional write. It fails with
-// ErrLeaseLost (and ends the fence's context) when the record was taken
-// over or the context's deadline has passed; other errors leave the lease
-// as it was.
-func (f *fence) renew() error {
+// renew extends the lease with a conditional write bounded by timeout. It
+// fails with ErrLeaseLost (and ends the fence's context) when the record
+// was taken over or the context's deadline has passed; other errors leave
+// the lease as it was.
+func (f *fence) renew(timeout time.Duration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.r
@@ -570,8 +581,7 @@ func (f *fence) renew() error {
 		f.cancel(err)
 		return err
 	}
-	// A renewal that outlasts the lease is no renewal: bound the write.
-	ctx, cancel := context.WithTimeout(f.parent, max(f.until.Sub(now), time.Millisecond))
+	ctx, cancel := context.WithTimeout(f.parent, timeout)
 	defer cancel()
 	err := r.e.store.Extend(ctx, r.id.key, r.owner, lease)
 	switch {
