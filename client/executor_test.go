@@ -626,35 +626,50 @@ func TestOversizedResultIsNotStored(t *testing.T) {
 
 func TestHeartbeatRenewsLeaseOfLongRuns(t *testing.T) {
 	t.Parallel()
-	store := ledgermem.New(nil) // the wall clock: the heartbeat ticks in real time
+	const lease = 100 * time.Millisecond
 	for _, withDeadline := range []bool{false, true} {
-		var runs atomic.Int64
-		exec := client.New(store, &client.Config{Lease: 100 * time.Millisecond})
-		if err := exec.Register(counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-			first, err := store.Get(ctx, inv.Key)
-			if err != nil {
-				return client.Effect{}, client.Definite(err)
-			}
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-				rec, err := store.Get(ctx, inv.Key)
-				if err == nil && rec.LeaseUntil.After(first.LeaseUntil) && rec.Owner == first.Owner {
-					return client.Effect{Summary: "renewed"}, nil
+		t.Run(fmt.Sprint("deadline=", withDeadline), func(t *testing.T) {
+			t.Parallel()
+			// A fake clock that only the tool moves: the lease cannot run
+			// out however late the heartbeat wakes.
+			clock := ledgertest.NewClock(time.Now().Truncate(time.Second)) // stores keep milliseconds
+			store := &renewals{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
+			var runs atomic.Int64
+			exec := client.New(store, &client.Config{Clock: clock, Lease: lease})
+			if err := exec.Register(counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+				first, err := store.Get(ctx, inv.Key)
+				if err != nil {
+					return client.Effect{}, client.Definite(err)
 				}
+				// Twice: the lease follows the clock.
+				for range 2 {
+					clock.Advance(lease / 2)
+					want := clock.Now().Add(lease)
+					for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+						rec, err := store.Get(ctx, inv.Key)
+						if err == nil && rec.LeaseUntil.Equal(want) && rec.Owner == first.Owner {
+							break
+						}
+						if ctx.Err() != nil || time.Now().After(deadline) {
+							return client.Effect{}, client.Definite(fmt.Errorf("lease not renewed to %v (%v)", want, context.Cause(ctx)))
+						}
+					}
+				}
+				return client.Effect{Summary: "renewed"}, nil
+			})); err != nil {
+				t.Fatal(err)
 			}
-			return client.Effect{}, client.Definite(errors.New("lease never renewed"))
-		})); err != nil {
-			t.Fatal(err)
-		}
-		ctx := context.Background()
-		if withDeadline { // a deadline later than the lease: renewals stop at it
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-		}
-		r, err := exec.Execute(ctx, fmt.Sprint("run-", withDeadline), client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
-		if err != nil || r.Outcome != client.Executed {
-			t.Fatalf("deadline %v: %+v %v", withDeadline, r, err)
-		}
+			ctx := context.Background()
+			if withDeadline { // a deadline later than the lease: renewals go on until it
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, clock.Now().Add(time.Hour))
+				defer cancel()
+			}
+			r, err := exec.Execute(ctx, "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
+			if err != nil || r.Outcome != client.Executed {
+				t.Fatalf("%+v %v", r, err)
+			}
+		})
 	}
 }
 
