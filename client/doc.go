@@ -21,6 +21,9 @@
 //	                        It cannot be checked automatically; an operator must check it. Do not retry.
 //	Conflict      yes       A <tool> for <identity> was already done with different <fields>. Not repeated.
 //	InvalidInput  yes       <tool> needs <field> to run safely (<why>). Nothing was done.
+//	                        (the program's mistake, ErrHostInput) <tool> could not run because of a
+//	                        configuration error in the application, not in your input. Nothing was done;
+//	                        retrying will not help.
 //
 // Errors a tool returns are classified with ClassOf. Mark them with
 // Definite (nothing happened, may retry), Permanent (nothing happened,

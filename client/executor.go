@@ -302,6 +302,11 @@ func (r *run) do(ctx context.Context) (Result, error) {
 		cr, err := r.claim(ctx)
 		if err != nil {
 			err = fmt.Errorf("client: claim %s: %w", r.id.key, err)
+			if errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrTooLarge) {
+				// The store refused what the program passed: retrying will
+				// not help, and the model's input is not at fault.
+				return r.failed(err, false, "a configuration error in the application"), err
+			}
 			return r.failed(err, true, "the action ledger is unavailable"), err
 		}
 		if cr.Claimed {

@@ -223,3 +223,20 @@ func TestClaimOverExpiredPendingReconciles(t *testing.T) {
 		t.Fatalf("runs %d, reconciles %d (%+v)", runs.Load(), rec.calls.Load(), rec.seen)
 	}
 }
+
+// A store that refuses the claim's parameters is a configuration error:
+// the call fails without a retry hint, and the error reaches the program.
+func TestRefusedClaimIsNotRetryable(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f.with(t, &flaky{Store: ledgermem.New(nil), claimErr: fmt.Errorf("%w: owner too long", ledger.ErrTooLarge)}, nil, counted("send_reply", &runs, nil))
+	r, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
+	if !errors.Is(err, ledger.ErrTooLarge) {
+		t.Fatalf("err %v", err)
+	}
+	wantOutcome(t, r, client.Failed, "Failed, nothing was done. Do not retry: a configuration error in the application.")
+	if r.Retryable || runs.Load() != 0 {
+		t.Fatalf("retryable %v, runs %d", r.Retryable, runs.Load())
+	}
+}
