@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,23 @@ type Config struct {
 	// NewOwner returns a fresh owner token per claim (default: 128 random
 	// bits).
 	NewOwner func() string
-	// Logger receives one record per settled call (default: discard).
+	// Logger receives structured events (default: discard): at Info one
+	// "idemkit call" per call with its outcome and latency, and the
+	// takeovers and reconciliations; at Warn uncertain outcomes, writes
+	// fenced off by a newer owner, failed lease renewals and lost leases;
+	// at Debug claims, replays and in-process merges. Every event carries
+	// the tool, run, action key and attempt.
 	Logger *slog.Logger
+	// LogInput adds the call's input to the events. Off by default: the
+	// input may hold personal data.
+	LogInput bool
+	// Disabled runs every tool directly, without the ledger: no claim, no
+	// replay, no merging, no reconciliation, so repeats are NOT
+	// deduplicated by idemkit (providers still get the downstream key).
+	// It is an emergency switch, for example while the ledger is down and
+	// the agent must go on. The environment variable IDEMKIT_DISABLED=1
+	// sets it. New and every call log a warning while it is on.
+	Disabled bool
 }
 
 func (c *Config) withDefaults() Config {
@@ -118,6 +134,10 @@ type Executor struct {
 	n     counters
 }
 
+// DisabledEnv is the environment variable that, set to "1", turns
+// Config.Disabled on for every Executor made by New.
+const DisabledEnv = "IDEMKIT_DISABLED"
+
 // New returns an Executor that records actions in store. cfg may be nil.
 // A nil store is a programming error: New panics at once rather than at the
 // first call.
@@ -125,7 +145,15 @@ func New(store ledger.Store, cfg *Config) *Executor {
 	if store == nil {
 		panic("client: New needs a ledger.Store (got nil)")
 	}
-	return &Executor{store: store, cfg: cfg.withDefaults(), tools: map[string]*Tool{}}
+	c := cfg.withDefaults()
+	if os.Getenv(DisabledEnv) == "1" {
+		c.Disabled = true
+	}
+	if c.Disabled {
+		c.Logger.Warn("idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
+			slog.String("env", DisabledEnv))
+	}
+	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}}
 }
 
 // Register adds tools, all or none: it checks every tool first and
@@ -220,6 +248,9 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 	if err != nil {
 		return invalidResult(t, err), nil
 	}
+	if e.cfg.Disabled {
+		return e.direct(ctx, t, id, runID, call), nil
+	}
 	type answer struct {
 		r   Result
 		err error
@@ -232,8 +263,40 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 	if shared {
 		e.n.merged.Add(1)
 		a.r.Shared = true
+		e.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "idemkit merge", e.callAttrs(t, runID, id.key, a.r.Attempt, call)...)
 	}
 	return a.r, a.err
+}
+
+// callAttrs are the attributes every event of a call carries.
+func (e *Executor) callAttrs(t *Tool, runID, key string, attempt int, call Call) []slog.Attr {
+	attrs := []slog.Attr{slog.String("tool", t.Name), slog.String("run", runID), slog.String("key", key), slog.Int("attempt", attempt)}
+	if e.cfg.LogInput {
+		attrs = append(attrs, slog.String("input", string(call.Input)))
+	}
+	return attrs
+}
+
+// direct runs a tool without the ledger (Config.Disabled).
+func (e *Executor) direct(ctx context.Context, t *Tool, id identity, runID string, call Call) Result {
+	r := &run{e: e, t: t, id: id, inv: Invocation{
+		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key,
+		Attempt: 1, DownstreamKey: DownstreamKey(id.key, 1), AttemptAt: e.cfg.Clock.Now(),
+	}}
+	eff, err := r.runTool(ctx)
+	var res Result
+	switch class := ClassOf(err); {
+	case err == nil:
+		e.n.executed.Add(1)
+		res = r.doneResult(Executed, ledger.Clip(eff.Summary, ledger.MaxSummaryBytes), eff.Ref, eff.Result)
+	case class == ClassAmbiguous:
+		e.n.uncertain.Add(1)
+		res = Result{Outcome: Uncertain, IsError: true, Key: id.key, Attempt: 1, Err: err, Text: uncertainManualText}
+	default:
+		res = r.failed(err, class == ClassDefinite, err.Error())
+	}
+	r.log(ctx, slog.LevelWarn, "idemkit call (DISABLED: not deduplicated)", slog.String("outcome", res.Outcome.String()), slog.Any("err", err))
+	return res
 }
 
 // ErrHostInput is the cause of an InvalidInput result that the host
@@ -284,11 +347,26 @@ func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID stri
 	r := &run{e: e, t: t, id: id, inv: Invocation{
 		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key,
 	}}
+	start := e.cfg.Clock.Now()
 	res, err := r.do(ctx)
-	e.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "idemkit call",
-		slog.String("tool", t.Name), slog.String("run", runID), slog.String("key", id.key),
-		slog.Int("attempt", res.Attempt), slog.String("outcome", res.Outcome.String()), slog.Any("err", err))
+	if res.Attempt != 0 {
+		r.inv.Attempt = res.Attempt
+	}
+	attrs := []slog.Attr{slog.String("outcome", res.Outcome.String()), slog.Duration("latency", e.cfg.Clock.Now().Sub(start))}
+	if err != nil {
+		attrs = append(attrs, slog.Any("err", err))
+	} else if res.Err != nil {
+		attrs = append(attrs, slog.Any("cause", res.Err))
+	}
+	r.log(ctx, slog.LevelInfo, "idemkit call", attrs...)
 	return res, err
+}
+
+// log emits one event of the call.
+func (r *run) log(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if l := r.e.cfg.Logger; l.Enabled(ctx, level) {
+		l.LogAttrs(ctx, level, msg, append(r.e.callAttrs(r.t, r.inv.RunID, r.id.key, r.inv.Attempt, Call{Input: r.inv.Input}), attrs...)...)
+	}
 }
 
 // do claims, reconciles when needed, runs, and records.
@@ -310,13 +388,23 @@ func (r *run) do(ctx context.Context) (Result, error) {
 			return r.failed(err, true, "the action ledger is unavailable"), err
 		}
 		if cr.Claimed {
+			r.log(ctx, slog.LevelDebug, "idemkit claim", slog.Bool("claimed", true), slog.String("previous", prevState(cr.Previous)))
 			return r.claimed(ctx, cr)
 		}
+		r.log(ctx, slog.LevelDebug, "idemkit claim", slog.Bool("claimed", false), slog.String("previous", prevState(cr.Previous)))
 		res, retry := r.blocked(ctx, cr.Previous)
 		if !retry || round > 0 {
 			return res, nil
 		}
 	}
+}
+
+// prevState names the state of a claim's previous record ("" when none).
+func prevState(prev *ledger.Record) string {
+	if prev == nil {
+		return ""
+	}
+	return string(prev.State)
 }
 
 // leaseEnd returns the end of a lease taken or renewed at now: Config.Lease
@@ -379,6 +467,7 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 		r.inv.AttemptAt = prev.AttemptAt
 		r.inv.SentBy = prev.LeaseUntil
 		r.e.n.takeovers.Add(1)
+		r.log(ctx, slog.LevelInfo, "idemkit takeover", slog.String("previous", string(prev.State)), slog.Time("sent_by", prev.LeaseUntil))
 		if s, done := r.reconcile(f.ctx, errEarlierUnknown, AlreadyDone); done {
 			return s
 		}
@@ -450,7 +539,15 @@ func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (sett
 		return r.uncertains(cause), true // no reconciler: it stays uncertain
 	}
 	r.e.n.reconciled.Add(1)
+	start := r.e.cfg.Clock.Now()
 	rec, err := r.askReconciler(ctx)
+	attrs := []slog.Attr{slog.String("verdict", rec.Verdict.String()), slog.Duration("latency", r.e.cfg.Clock.Now().Sub(start))}
+	if err != nil {
+		attrs = append(attrs, slog.Any("err", err))
+	} else if rec.Reason != "" {
+		attrs = append(attrs, slog.String("reason", rec.Reason))
+	}
+	r.log(ctx, slog.LevelInfo, "idemkit reconcile", attrs...)
 	switch {
 	case err != nil:
 		return r.uncertains(fmt.Errorf("client: reconcile: %w", err)), true
@@ -541,6 +638,7 @@ func (f *fence) watch() {
 		until := f.lease()
 		if !now.Before(until) {
 			f.cancel(fmt.Errorf("%w: the lease ended at %s without renewal", ErrLeaseLost, until.UTC().Format(time.RFC3339Nano)))
+			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", context.Cause(f.ctx)))
 			return
 		}
 		// Renew every half lease; once renewals have failed for that long,
@@ -564,9 +662,11 @@ func (f *fence) watch() {
 			continue // ended: cancelled above
 		}
 		// A renewal that outlasts the lease is no renewal: bound the write.
-		if err := f.renew(left); err != nil && !errors.Is(err, ErrLeaseLost) {
-			cfg.Logger.WarnContext(f.parent, "idemkit: lease not renewed; retrying until it ends",
-				slog.String("key", f.r.id.key), slog.String("tool", f.r.t.Name), slog.Any("err", err))
+		switch err := f.renew(left); {
+		case errors.Is(err, ErrLeaseLost):
+			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", err))
+		case err != nil:
+			f.r.log(f.parent, slog.LevelWarn, "idemkit lease renewal failed; retrying until the lease ends", slog.Any("err", err))
 		}
 	}
 }
@@ -649,7 +749,7 @@ func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result
 	case errors.Is(err, ledger.ErrNotOwner):
 		// The lease lapsed while the tool ran and another caller took the
 		// record over; it reconciles with the provider, which has the key.
-		r.e.cfg.Logger.WarnContext(ctx, "idemkit: done but the claim was lost", slog.String("key", r.id.key))
+		r.log(ctx, slog.LevelWarn, "idemkit fenced write", slog.String("write", "done"), slog.Any("err", err))
 		return res, nil
 	default:
 		res.Text += " (It could not be recorded yet; it will be reconciled, so do not repeat it.)"
@@ -679,10 +779,21 @@ func (r *run) fail(ctx context.Context, cause error, retryable bool) (Result, er
 		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: true, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes)})
 	})
 	res := r.failed(cause, retryable, cause.Error())
-	if err != nil && !errors.Is(err, ledger.ErrNotOwner) {
-		return res, fmt.Errorf("client: record failure %s: %w", r.id.key, err)
+	return res, r.recorded(ctx, "failed", err)
+}
+
+// recorded reports the error of a failed or uncertain record write: none
+// when the write was fenced off by a newer owner (who settles the record),
+// which is logged.
+func (r *run) recorded(ctx context.Context, write string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ledger.ErrNotOwner):
+		r.log(ctx, slog.LevelWarn, "idemkit fenced write", slog.String("write", write), slog.Any("err", err))
+		return nil
 	}
-	return res, nil
+	return fmt.Errorf("client: record %s %s: %w", write, r.id.key, err)
 }
 
 // failed builds a Failed result: nothing was done.
@@ -707,10 +818,8 @@ func (r *run) uncertain(ctx context.Context, cause error) (Result, error) {
 		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: false, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes)})
 	})
 	res := r.uncertainResult(r.inv.Attempt, cause)
-	if err != nil && !errors.Is(err, ledger.ErrNotOwner) {
-		return res, fmt.Errorf("client: record uncertain %s: %w", r.id.key, err)
-	}
-	return res, nil
+	r.log(ctx, slog.LevelWarn, "idemkit uncertain", slog.Any("cause", cause), slog.Bool("reconciler", r.t.Reconciler != nil))
+	return res, r.recorded(ctx, "uncertain", err)
 }
 
 // minimalBytes bounds the summary and reference of a done record that a
@@ -751,6 +860,7 @@ func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
 		r.e.n.replayed.Add(1)
 		res := r.doneResult(AlreadyDone, prev.Summary, prev.Ref, prev.Result)
 		res.Attempt = prev.Attempt
+		r.log(ctx, slog.LevelDebug, "idemkit replay", slog.String("ref", prev.Ref))
 		return res, false
 	case ledger.StateFailed: // the other call failed: this one may try
 		return failedResult(r.id.key, prev.Attempt, errors.New(prev.Reason), true, prev.Reason), true
