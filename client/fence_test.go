@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
@@ -90,33 +92,47 @@ func TestFenceCancelsToolWhenLeaseEnds(t *testing.T) {
 // needs a renewal of A's claim, which fails, so the outcome stays uncertain.
 func TestNoResendAfterTheClaimWasLost(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	var runs atomic.Int64
-	rec := &verdicts{v: client.Reconciliation{Verdict: client.VerdictNotFound}}
-	var f *fixture
-	in := `{"ticketId":"5"}`
-	tool := counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-		// While A's request hangs, its lease runs out and B claims.
-		f.clock.Advance(3 * time.Minute)
-		cr, err := f.store.Claim(context.Background(), ledger.ClaimParams{Key: inv.Key, Tool: "send_reply", RunID: "run", Owner: "owner-b",
-			LeaseUntil: f.clock.Now().Add(time.Minute), ExpiresAt: f.clock.Now().Add(time.Hour), Fingerprint: fingerprintOf(t, f.tool(t), in)})
-		if err != nil || !cr.Claimed {
-			t.Errorf("B could not take over: %+v %v", cr, err)
-		}
-		return client.Effect{}, client.Ambiguous(errors.New("timeout after the request was written"))
-	})
-	tool.Reconciler = rec
-	f = newFixture(t, nil, tool)
-	r := f.call(t, "run", "send_reply", in)
-	wantOutcome(t, r, client.Uncertain, "Outcome unknown")
-	if runs.Load() != 1 || rec.calls.Load() != 1 {
-		t.Fatalf("runs %d, reconciles %d: a resend left after the claim was lost", runs.Load(), rec.calls.Load())
-	}
-	if !errors.Is(r.Err, client.ErrLeaseLost) || !strings.Contains(r.Err.Error(), "not resent") {
-		t.Errorf("err %v", r.Err)
-	}
-	if got, _ := f.store.Get(ctx, r.Key); got == nil || got.Owner != "owner-b" || got.State != ledger.StatePending {
-		t.Fatalf("B's claim was overwritten: %+v", got)
+	for _, backend := range []string{"memory", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var runs atomic.Int64
+			rec := &verdicts{v: client.Reconciliation{Verdict: client.VerdictNotFound}}
+			f := &fixture{clock: ledgertest.NewClock(t0)}
+			f.store = ledgermem.New(&ledgermem.Config{Clock: f.clock})
+			if backend == "sqlite" {
+				s, err := ledgersqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), &ledgersqlite.Config{Clock: f.clock})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = s.Close() })
+				f.store = s
+			}
+			in := `{"ticketId":"5"}`
+			tool := counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+				// While A's request hangs, its lease runs out and B claims.
+				f.clock.Advance(3 * time.Minute)
+				cr, err := f.store.Claim(context.Background(), ledger.ClaimParams{Key: inv.Key, Tool: "send_reply", RunID: "run", Owner: "owner-b",
+					LeaseUntil: f.clock.Now().Add(time.Minute), ExpiresAt: f.clock.Now().Add(time.Hour), Fingerprint: fingerprintOf(t, f.tool(t), in)})
+				if err != nil || !cr.Claimed {
+					t.Errorf("B could not take over: %+v %v", cr, err)
+				}
+				return client.Effect{}, client.Ambiguous(errors.New("timeout after the request was written"))
+			})
+			tool.Reconciler = rec
+			f.with(t, f.store, nil, tool)
+			r := f.call(t, "run", "send_reply", in)
+			wantOutcome(t, r, client.Uncertain, "Outcome unknown")
+			if runs.Load() != 1 || rec.calls.Load() != 1 {
+				t.Fatalf("runs %d, reconciles %d: a resend left after the claim was lost", runs.Load(), rec.calls.Load())
+			}
+			if !errors.Is(r.Err, client.ErrLeaseLost) || !strings.Contains(r.Err.Error(), "not resent") {
+				t.Errorf("err %v", r.Err)
+			}
+			if got, _ := f.store.Get(ctx, r.Key); got == nil || got.Owner != "owner-b" || got.State != ledger.StatePending {
+				t.Fatalf("B's claim was overwritten: %+v", got)
+			}
+		})
 	}
 }
 
