@@ -22,8 +22,9 @@ type SweeperConfig struct {
 	// clock of the executors that wrote the records.
 	Clock ledger.Clock
 	// Lease is how long the sweeper's claim on one record blocks others
-	// while it reconciles (default 2 minutes; keep it above the
-	// reconcilers' MaxWait).
+	// while it records a conclusive answer, or asks again about a record
+	// that changed after it was listed (default 2 minutes; keep it above
+	// the reconcilers' MaxWait).
 	Lease time.Duration
 	// MinAge leaves alone uncertain records settled less than MinAge ago
 	// (default 0: every uncertain record).
