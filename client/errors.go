@@ -79,6 +79,13 @@ func classify(err error, c ErrorClass) error {
 	return &classifiedError{err: err, class: c}
 }
 
+// ErrLeaseLost is the cause (context.Cause) of the context a tool and its
+// reconciler run under when the call's claim ends before they return: the
+// lease ran out without renewal, or a renewal found the record taken over
+// by another caller. No request of the action may leave after it; a tool
+// that sees it should stop sending.
+var ErrLeaseLost = errors.New("client: lease lost")
+
 // InputError says why a call's input cannot be turned into an action key.
 // Nothing runs and nothing is recorded for such a call.
 type InputError struct {

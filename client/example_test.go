@@ -5,26 +5,49 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"syscall"
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 )
 
-// A tool is declared with the fields that identify its action. The model
-// calls it twice, rephrasing the free text and drifting the id's type:
-// the reply is sent once.
+// A tool is declared with the fields that identify its action, and tells
+// the executor what each of its errors means for the effect. The model
+// calls it twice, rephrasing the free text and drifting the id's type: the
+// reply is sent once.
 func Example() {
 	ctx := context.Background()
 	exec := client.New(ledgermem.New(nil), nil)
 
+	// sendReply stands for the provider's client: the message id, or the
+	// HTTP status (0: no answer) and the error of a failed request.
 	sent := 0
+	sendReply := func(ctx context.Context, downstreamKey string) (string, int, error) {
+		sent++
+		return "msg_1", 200, nil
+	}
+
 	err := exec.Register(client.Tool{
 		Name:     "send_reply",
 		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
 		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-			// Send the reply here, passing inv.DownstreamKey to the provider.
-			sent++
-			return client.Effect{Summary: "reply sent on ticket 42", Ref: "msg_1"}, nil
+			// The provider gets inv.DownstreamKey as its idempotency key or
+			// reference, so that it can recognise a repeat.
+			ref, status, err := sendReply(ctx, inv.DownstreamKey)
+			switch {
+			case err == nil:
+				return client.Effect{Summary: "reply sent on ticket 42", Ref: ref}, nil
+			case status == http.StatusBadRequest || status == http.StatusUnprocessableEntity:
+				return client.Effect{}, client.Permanent(err) // refused: nothing sent, a retry fails too
+			case status == http.StatusTooManyRequests || errors.Is(err, syscall.ECONNREFUSED):
+				return client.Effect{}, client.Definite(err) // not sent: a retry may succeed
+			default:
+				// A timeout or a 5xx: it may have been sent. The action stays
+				// uncertain until a Reconciler (package reconcile) or an
+				// operator (ledger.Resolve) settles it.
+				return client.Effect{}, client.Ambiguous(err)
+			}
 		},
 	})
 	if err != nil {
@@ -35,9 +58,10 @@ func Example() {
 		`{"ticketId": 42, "text": "Your refund is on its way."}`,
 		`{"ticketId": "42", "text": "We have issued your refund!"}`,
 	} {
+		// The run id names one conversation (see Scope).
 		res, err := exec.Execute(ctx, "run-1", client.Call{Tool: "send_reply", Input: json.RawMessage(input), ID: "toolu_01"})
 		if err != nil {
-			panic(err)
+			panic(err) // the ledger failed, or the program passed a bad run id
 		}
 		fmt.Println(res.Text)
 	}
@@ -46,6 +70,46 @@ func Example() {
 	// Done: reply sent on ticket 42
 	// Already done earlier in this run: reply sent on ticket 42. Do not repeat it.
 	// replies sent: 1
+}
+
+// The scope decides which calls are the same action. A refund of one
+// payment is the same refund whichever conversation asks for it, so the
+// tool is scoped to the tenant (the merchant account the host program
+// serves), not to the run: a second conversation about the same payment
+// does not refund it again.
+func ExampleScope() {
+	ctx := context.Background()
+	exec := client.New(ledgermem.New(nil), nil)
+	refunds := 0
+	err := exec.Register(client.Tool{
+		Name: "refund_payment",
+		Identity: []client.Field{
+			{Path: "paymentId", Norm: client.String},
+			{Path: "amountCents", Norm: client.Integer},
+		},
+		Scope: client.ScopeTenant,
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			refunds++
+			return client.Effect{Summary: "refunded 1000 cents of pay_7", Ref: "re_1"}, nil
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	input := json.RawMessage(`{"paymentId": "pay_7", "amountCents": 1000, "reason": "damaged"}`)
+	// Two conversations (runs) of one tenant.
+	for _, run := range []string{"conversation-1", "conversation-2"} {
+		res, err := exec.Execute(ctx, run, client.Call{Tool: "refund_payment", Input: input, Tenant: "acme"})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Text)
+	}
+	fmt.Println("refunds:", refunds)
+	// Output:
+	// Done: refunded 1000 cents of pay_7
+	// Already done earlier: refunded 1000 cents of pay_7. Do not repeat it.
+	// refunds: 1
 }
 
 // Normalizers keep the model's type drift from making a second action:

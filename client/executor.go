@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,8 +47,23 @@ type Config struct {
 	// NewOwner returns a fresh owner token per claim (default: 128 random
 	// bits).
 	NewOwner func() string
-	// Logger receives one record per settled call (default: discard).
+	// Logger receives structured events (default: discard): at Info one
+	// "idemkit call" per call with its outcome and latency, and the
+	// takeovers and reconciliations; at Warn uncertain outcomes, writes
+	// fenced off by a newer owner, failed lease renewals and lost leases;
+	// at Debug claims, replays and in-process merges. Every event carries
+	// the tool, run, action key and attempt.
 	Logger *slog.Logger
+	// LogInput adds the call's input to the events. Off by default: the
+	// input may hold personal data.
+	LogInput bool
+	// Disabled runs every tool directly, without the ledger: no claim, no
+	// replay, no merging, no reconciliation, so repeats are NOT
+	// deduplicated by idemkit (providers still get the downstream key).
+	// It is an emergency switch, for example while the ledger is down and
+	// the agent must go on. The environment variable IDEMKIT_DISABLED=1
+	// sets it. New and every call log a warning while it is on.
+	Disabled bool
 }
 
 func (c *Config) withDefaults() Config {
@@ -118,34 +134,77 @@ type Executor struct {
 	n     counters
 }
 
+// DisabledEnv is the environment variable that, set to "1", turns
+// Config.Disabled on for every Executor made by New.
+const DisabledEnv = "IDEMKIT_DISABLED"
+
 // New returns an Executor that records actions in store. cfg may be nil.
+// A nil store is a programming error: New panics at once rather than at the
+// first call.
 func New(store ledger.Store, cfg *Config) *Executor {
-	return &Executor{store: store, cfg: cfg.withDefaults(), tools: map[string]*Tool{}}
+	if store == nil {
+		panic("client: New needs a ledger.Store (got nil)")
+	}
+	c := cfg.withDefaults()
+	if os.Getenv(DisabledEnv) == "1" {
+		c.Disabled = true
+	}
+	if c.Disabled {
+		c.Logger.Warn("idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
+			slog.String("env", DisabledEnv))
+	}
+	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}}
 }
 
-// Register adds tools. A tool needs a name, a Run function and at least
-// one identity field; names must be unique.
+// Register adds tools, all or none: it checks every tool first and
+// registers nothing when one is refused. A tool needs a name of at most
+// ledger.MaxKeyBytes bytes, unique in the Executor, a Run function, at least
+// one identity field, field paths that are non-empty and appear once across
+// Identity and Validated, and a Scope among ScopeRun, ScopeTenant and
+// ScopeGlobal.
 func (e *Executor) Register(tools ...Tool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	names := make(map[string]bool, len(tools))
+	for i := range tools {
+		if err := e.check(&tools[i], names); err != nil {
+			return err
+		}
+		names[tools[i].Name] = true
+	}
 	for i := range tools {
 		t := tools[i]
-		switch {
-		case t.Name == "":
-			return errors.New("client: tool without a name")
-		case t.Run == nil:
-			return fmt.Errorf("client: tool %s has no Run function", t.Name)
-		case len(t.Identity) == 0:
-			return fmt.Errorf("client: tool %s has no identity fields", t.Name)
-		case e.tools[t.Name] != nil:
-			return fmt.Errorf("client: tool %s registered twice", t.Name)
-		}
-		for _, f := range append(append([]Field(nil), t.Identity...), t.Validated...) {
-			if f.Path == "" {
-				return fmt.Errorf("client: tool %s has a field with an empty path", t.Name)
-			}
-		}
 		e.tools[t.Name] = &t
+	}
+	return nil
+}
+
+// check validates one tool for Register; names holds the names earlier in
+// the same call.
+func (e *Executor) check(t *Tool, names map[string]bool) error {
+	switch {
+	case t.Name == "":
+		return errors.New("client: tool without a name")
+	case len(t.Name) > ledger.MaxKeyBytes:
+		return fmt.Errorf("client: tool name %.40q... is %d bytes, the limit is %d", t.Name, len(t.Name), ledger.MaxKeyBytes)
+	case t.Run == nil:
+		return fmt.Errorf("client: tool %s has no Run function", t.Name)
+	case len(t.Identity) == 0:
+		return fmt.Errorf("client: tool %s has no identity fields", t.Name)
+	case t.Scope < ScopeRun || t.Scope > ScopeGlobal:
+		return fmt.Errorf("client: tool %s has an unknown Scope %d", t.Name, int(t.Scope))
+	case e.tools[t.Name] != nil || names[t.Name]:
+		return fmt.Errorf("client: tool %s registered twice", t.Name)
+	}
+	paths := make(map[string]bool, len(t.Identity)+len(t.Validated))
+	for _, f := range append(append([]Field(nil), t.Identity...), t.Validated...) {
+		switch {
+		case f.Path == "":
+			return fmt.Errorf("client: tool %s has a field with an empty path", t.Name)
+		case paths[f.Path]:
+			return fmt.Errorf("client: tool %s declares field %s twice (identity and validated fields are each declared once)", t.Name, f.Path)
+		}
+		paths[f.Path] = true
 	}
 	return nil
 }
@@ -181,9 +240,16 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 		return Result{Outcome: InvalidInput, IsError: true, Err: err,
 			Text: fmt.Sprintf("Unknown tool %q. Nothing was done.", call.Tool)}, nil
 	}
+	if err := hostError(t, runID, call); err != nil {
+		return Result{Outcome: InvalidInput, IsError: true, Err: err,
+			Text: fmt.Sprintf("%s could not run because of a configuration error in the application, not in your input. Nothing was done; retrying will not help.", t.Name)}, err
+	}
 	id, err := t.identify(runID, call, e.cfg.MaxInputBytes)
 	if err != nil {
 		return invalidResult(t, err), nil
+	}
+	if e.cfg.Disabled {
+		return e.direct(ctx, t, id, runID, call), nil
 	}
 	type answer struct {
 		r   Result
@@ -197,8 +263,59 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 	if shared {
 		e.n.merged.Add(1)
 		a.r.Shared = true
+		e.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "idemkit merge", e.callAttrs(t, runID, id.key, a.r.Attempt, call)...)
 	}
 	return a.r, a.err
+}
+
+// callAttrs are the attributes every event of a call carries.
+func (e *Executor) callAttrs(t *Tool, runID, key string, attempt int, call Call) []slog.Attr {
+	attrs := []slog.Attr{slog.String("tool", t.Name), slog.String("run", runID), slog.String("key", key), slog.Int("attempt", attempt)}
+	if e.cfg.LogInput {
+		attrs = append(attrs, slog.String("input", string(call.Input)))
+	}
+	return attrs
+}
+
+// direct runs a tool without the ledger (Config.Disabled).
+func (e *Executor) direct(ctx context.Context, t *Tool, id identity, runID string, call Call) Result {
+	r := &run{e: e, t: t, id: id, inv: Invocation{
+		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key,
+		Attempt: 1, DownstreamKey: DownstreamKey(id.key, 1), AttemptAt: e.cfg.Clock.Now(),
+	}}
+	eff, err := r.runTool(ctx)
+	var res Result
+	switch class := ClassOf(err); {
+	case err == nil:
+		e.n.executed.Add(1)
+		res = r.doneResult(Executed, ledger.Clip(eff.Summary, ledger.MaxSummaryBytes), eff.Ref, eff.Result)
+	case class == ClassAmbiguous:
+		e.n.uncertain.Add(1)
+		res = Result{Outcome: Uncertain, IsError: true, Key: id.key, Attempt: 1, Err: err, Text: uncertainManualText}
+	default:
+		res = r.failed(err, class == ClassDefinite, err.Error())
+	}
+	r.log(ctx, slog.LevelWarn, "idemkit call (DISABLED: not deduplicated)", slog.String("outcome", res.Outcome.String()), slog.Any("err", err))
+	return res
+}
+
+// ErrHostInput is the cause of an InvalidInput result that the host
+// program, not the model, must fix: an empty or oversized run id, or a
+// tenant-scoped tool called without a tenant. Execute returns it as its
+// error as well.
+var ErrHostInput = errors.New("client: invalid call from the host program")
+
+// hostError checks what the host program passes along with a call.
+func hostError(t *Tool, runID string, call Call) error {
+	switch {
+	case runID == "":
+		return &InputError{Tool: t.Name, Err: ErrHostInput, Msg: "the run id is empty"}
+	case len(runID) > ledger.MaxKeyBytes:
+		return &InputError{Tool: t.Name, Err: ErrHostInput, Msg: fmt.Sprintf("the run id is %d bytes, the limit is %d", len(runID), ledger.MaxKeyBytes)}
+	case t.Scope == ScopeTenant && call.Tenant == "":
+		return &InputError{Tool: t.Name, Err: ErrHostInput, Msg: "the tool is tenant-scoped but the call has no Tenant"}
+	}
+	return nil
 }
 
 func invalidResult(t *Tool, err error) Result {
@@ -221,19 +338,35 @@ type run struct {
 	id    identity
 	inv   Invocation
 	owner string
-	// claimedAt is the time of the latest claim.
-	claimedAt time.Time
+	// claimedAt is the time of the latest claim, leaseUntil the end of its
+	// lease as claimed.
+	claimedAt, leaseUntil time.Time
 }
 
 func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID string, call Call) (Result, error) {
 	r := &run{e: e, t: t, id: id, inv: Invocation{
 		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key, args: id.args,
 	}}
+	start := e.cfg.Clock.Now()
 	res, err := r.do(ctx)
-	e.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "idemkit call",
-		slog.String("tool", t.Name), slog.String("run", runID), slog.String("key", id.key),
-		slog.Int("attempt", res.Attempt), slog.String("outcome", res.Outcome.String()), slog.Any("err", err))
+	if res.Attempt != 0 {
+		r.inv.Attempt = res.Attempt
+	}
+	attrs := []slog.Attr{slog.String("outcome", res.Outcome.String()), slog.Duration("latency", e.cfg.Clock.Now().Sub(start))}
+	if err != nil {
+		attrs = append(attrs, slog.Any("err", err))
+	} else if res.Err != nil {
+		attrs = append(attrs, slog.Any("cause", res.Err))
+	}
+	r.log(ctx, slog.LevelInfo, "idemkit call", attrs...)
 	return res, err
+}
+
+// log emits one event of the call.
+func (r *run) log(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	if l := r.e.cfg.Logger; l.Enabled(ctx, level) {
+		l.LogAttrs(ctx, level, msg, append(r.e.callAttrs(r.t, r.inv.RunID, r.id.key, r.inv.Attempt, Call{Input: r.inv.Input}), attrs...)...)
+	}
 }
 
 // do claims, reconciles when needed, runs, and records.
@@ -247,11 +380,18 @@ func (r *run) do(ctx context.Context) (Result, error) {
 		cr, err := r.claim(ctx)
 		if err != nil {
 			err = fmt.Errorf("client: claim %s: %w", r.id.key, err)
+			if errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrTooLarge) {
+				// The store refused what the program passed: retrying will
+				// not help, and the model's input is not at fault.
+				return r.failed(err, false, "a configuration error in the application"), err
+			}
 			return r.failed(err, true, "the action ledger is unavailable"), err
 		}
 		if cr.Claimed {
+			r.log(ctx, slog.LevelDebug, "idemkit claim", slog.Bool("claimed", true), slog.String("previous", prevState(cr.Previous)))
 			return r.claimed(ctx, cr)
 		}
+		r.log(ctx, slog.LevelDebug, "idemkit claim", slog.Bool("claimed", false), slog.String("previous", prevState(cr.Previous)))
 		res, retry := r.blocked(ctx, cr.Previous)
 		if !retry || round > 0 {
 			return res, nil
@@ -259,13 +399,29 @@ func (r *run) do(ctx context.Context) (Result, error) {
 	}
 }
 
-func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
-	cfg := &r.e.cfg
-	now := cfg.Clock.Now()
-	lease := now.Add(cfg.Lease)
+// prevState names the state of a claim's previous record ("" when none).
+func prevState(prev *ledger.Record) string {
+	if prev == nil {
+		return ""
+	}
+	return string(prev.State)
+}
+
+// leaseEnd returns the end of a lease taken or renewed at now: Config.Lease
+// later, or the context's deadline when that is sooner (a claim never
+// outlives its invocation).
+func (r *run) leaseEnd(ctx context.Context, now time.Time) time.Time {
+	lease := now.Add(r.e.cfg.Lease)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(lease) {
 		lease = dl
 	}
+	return lease
+}
+
+func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
+	cfg := &r.e.cfg
+	now := cfg.Clock.Now()
+	lease := r.leaseEnd(ctx, now)
 	if !lease.After(now) {
 		return ledger.ClaimResult{}, context.DeadlineExceeded
 	}
@@ -274,7 +430,7 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 		retention = cfg.Retention
 	}
 	r.owner = cfg.NewOwner()
-	r.claimedAt = now
+	r.claimedAt, r.leaseUntil = now, lease
 	return r.e.store.Claim(ctx, ledger.ClaimParams{
 		Key: r.id.key, Tool: r.t.Name, RunID: r.inv.RunID, Owner: r.owner,
 		LeaseUntil: lease, Fingerprint: r.id.fingerprint,
@@ -282,51 +438,92 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 	})
 }
 
-// claimed runs the action under a claim the caller now owns.
+// settle is the record write that ends a claimed call, and its result.
+type settle func(ctx context.Context) (Result, error)
+
+// claimed runs the action under a claim the caller now owns. Everything
+// that may reach the provider (reconcile lookups, the tool, a resend) runs
+// under the claim's fence; the record is written after the fence stopped.
 func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error) {
 	r.inv.Attempt = cr.Attempt
 	r.inv.DownstreamKey = DownstreamKey(r.id.key, cr.Attempt)
 	r.inv.AttemptAt = r.claimedAt
-	reconciled := false
+	s := func() settle {
+		f := r.fence(ctx)
+		defer f.stop() // also when the tool exits its goroutine
+		return r.act(ctx, f, cr)
+	}()
+	return s(ctx)
+}
+
+// act reconciles when it must, runs the tool, and decides what to record.
+func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
+	resent := false
 	if cr.MustReconcile() {
-		// The earlier owner may have sent this attempt's key long before.
-		r.inv.AttemptAt = cr.Previous.AttemptAt
+		// The earlier owner may have sent this attempt's key long before,
+		// and, fenced by its lease, sent nothing after the lease ended (for
+		// an uncertain record: after it was settled).
+		prev := cr.Previous
+		r.inv.AttemptAt = prev.AttemptAt
+		r.inv.SentBy = prev.LeaseUntil
 		r.e.n.takeovers.Add(1)
-		if res, done, err := r.reconcile(ctx, errEarlierUnknown, AlreadyDone); done {
-			return res, err
+		r.log(ctx, slog.LevelInfo, "idemkit takeover", slog.String("previous", string(prev.State)), slog.Time("sent_by", prev.LeaseUntil))
+		if s, done := r.reconcile(f.ctx, errEarlierUnknown, AlreadyDone); done {
+			return s
 		}
-		reconciled = true
+		if s, ok := r.mayResend(f); !ok {
+			return s
+		}
+		resent = true
 	}
-	stop := r.heartbeat(ctx)
-	eff, err := r.runTool(ctx)
-	stop()
+	eff, err := r.runTool(f.ctx)
 	if err == nil {
-		return r.complete(ctx, eff, Executed)
+		return r.completes(eff, Executed)
 	}
-	switch class := ClassOf(err); class {
-	case ClassDefinite, ClassPermanent:
-		if reconciled {
-			// A resend the provider refused (429, 409 while the first request
-			// is still running, a replayed rejection) says nothing about the
-			// earlier attempt, which may have taken effect.
-			return r.uncertain(ctx, fmt.Errorf("client: the resend failed (%w); an earlier attempt may have taken effect", err))
-		}
-		return r.fail(ctx, err, class == ClassDefinite)
-	default:
-		// The effect may exist. Ask the provider now; if it says the effect
-		// does not exist (or that a resend is deduplicated), one more run
-		// with the same downstream key is safe.
-		res, done, rerr := r.reconcile(ctx, err, Executed)
-		if done {
-			return res, rerr
-		}
-		eff, err2 := r.runTool(ctx)
-		if err2 == nil {
-			return r.complete(ctx, eff, Executed)
-		}
-		// Whatever the resend's class, the first attempt may have acted.
-		return r.uncertain(ctx, err2)
+	switch class := ClassOf(err); {
+	case class != ClassAmbiguous && resent:
+		// A resend the provider refused (429, 409 while the first request
+		// is still running, a replayed rejection) says nothing about the
+		// earlier attempt, which may have taken effect.
+		return r.uncertains(fmt.Errorf("client: the resend failed (%w); an earlier attempt may have taken effect", err))
+	case class != ClassAmbiguous:
+		return func(ctx context.Context) (Result, error) { return r.fail(ctx, err, class == ClassDefinite) }
 	}
+	// The effect may exist. Our request has returned: nothing of this
+	// attempt leaves after now. Ask the provider; if it says the effect
+	// does not exist (or that a resend is deduplicated), one more run with
+	// the same downstream key is safe while we still hold the claim.
+	r.inv.SentBy = r.e.cfg.Clock.Now()
+	if s, done := r.reconcile(f.ctx, err, Executed); done {
+		return s
+	}
+	if s, ok := r.mayResend(f); !ok {
+		return s
+	}
+	eff, err2 := r.runTool(f.ctx)
+	if err2 == nil {
+		return r.completes(eff, Executed)
+	}
+	// Whatever the resend's class, the first attempt may have acted.
+	return r.uncertains(err2)
+}
+
+// mayResend renews the claim before the tool runs again after a
+// reconciliation: only the owner of a live lease sends. When the renewal
+// fails, nothing is sent and the action stays uncertain.
+func (r *run) mayResend(f *fence) (settle, bool) {
+	if err := f.renew(r.e.cfg.RecordTimeout); err != nil {
+		return r.uncertains(fmt.Errorf("client: not resent: the claim could not be renewed: %w", err)), false
+	}
+	return nil, true
+}
+
+func (r *run) completes(eff Effect, outcome Outcome) settle {
+	return func(ctx context.Context) (Result, error) { return r.complete(ctx, eff, outcome) }
+}
+
+func (r *run) uncertains(cause error) settle {
+	return func(ctx context.Context) (Result, error) { return r.uncertain(ctx, cause) }
 }
 
 // errEarlierUnknown is the cause of an uncertain outcome when a call took
@@ -337,30 +534,45 @@ var errEarlierUnknown = errors.New("client: the outcome of an earlier attempt is
 // reports that the call is settled by it (found: reported as foundAs; or
 // undecidable); when done is false the provider said "not found" and the
 // tool may run with the same downstream key.
-func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (Result, bool, error) {
+func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (settle, bool) {
 	if r.t.Reconciler == nil {
-		res, err := r.uncertain(ctx, cause) // no reconciler: it stays uncertain
-		return res, true, err
+		return r.uncertains(cause), true // no reconciler: it stays uncertain
 	}
 	r.e.n.reconciled.Add(1)
-	rec, err := r.t.Reconciler.Reconcile(ctx, r.inv)
+	start := r.e.cfg.Clock.Now()
+	rec, err := r.askReconciler(ctx)
+	attrs := []slog.Attr{slog.String("verdict", rec.Verdict.String()), slog.Duration("latency", r.e.cfg.Clock.Now().Sub(start))}
+	if err != nil {
+		attrs = append(attrs, slog.Any("err", err))
+	} else if rec.Reason != "" {
+		attrs = append(attrs, slog.String("reason", rec.Reason))
+	}
+	r.log(ctx, slog.LevelInfo, "idemkit reconcile", attrs...)
 	switch {
 	case err != nil:
-		res, werr := r.uncertain(ctx, fmt.Errorf("client: reconcile: %w", err))
-		return res, true, werr
+		return r.uncertains(fmt.Errorf("client: reconcile: %w", err)), true
 	case rec.Verdict == VerdictFound:
-		res, werr := r.complete(ctx, rec.Effect, foundAs)
-		return res, true, werr
+		return r.completes(rec.Effect, foundAs), true
 	case rec.Verdict == VerdictNotFound:
-		return Result{}, false, nil
+		return nil, false
 	default:
 		reason := rec.Reason
 		if reason == "" {
 			reason = "the provider could not tell whether it happened"
 		}
-		res, werr := r.uncertain(ctx, errors.New("client: reconcile: "+reason))
-		return res, true, werr
+		return r.uncertains(errors.New("client: reconcile: " + reason)), true
 	}
+}
+
+// askReconciler calls the reconciler, turning a panic into an error: the
+// action then stays uncertain.
+func (r *run) askReconciler(ctx context.Context) (rec Reconciliation, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rec, err = Reconciliation{}, fmt.Errorf("client: reconciler of %s panicked: %v", r.t.Name, p)
+		}
+	}()
+	return r.t.Reconciler.Reconcile(ctx, r.inv)
 }
 
 // runTool calls the tool, turning a panic into an ambiguous error: it may
@@ -371,43 +583,122 @@ func (r *run) runTool(ctx context.Context) (eff Effect, err error) {
 			err = Ambiguous(fmt.Errorf("client: tool %s panicked: %v", r.t.Name, p))
 		}
 	}()
+	if err := ctx.Err(); err != nil {
+		// The fence closed (or the call ended) before this run: it sends
+		// nothing.
+		return Effect{}, Definite(fmt.Errorf("client: not sent: %w", context.Cause(ctx)))
+	}
 	return r.t.Run(ctx, r.inv)
 }
 
-// heartbeat renews the lease every half lease while a long tool runs, up
-// to the context's deadline (a claim never outlives its invocation). The
-// returned func stops it.
-func (r *run) heartbeat(ctx context.Context) func() {
-	cfg := &r.e.cfg
-	dl, hasDeadline := ctx.Deadline()
-	if hasDeadline && !dl.After(r.claimedAt.Add(cfg.Lease)) {
-		return func() {} // the claim already lasts until the deadline
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(cfg.Lease / 2)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				lease := cfg.Clock.Now().Add(cfg.Lease)
-				if hasDeadline && dl.Before(lease) {
-					lease = dl
-				}
-				if err := r.e.store.Extend(ctx, r.id.key, r.owner, lease); err != nil {
-					cfg.Logger.WarnContext(ctx, "idemkit: lease not renewed", slog.String("key", r.id.key), slog.Any("err", err))
-				}
-			}
+// fence keeps a claim's provider calls inside its lease. Its context, the
+// one reconcilers and the tool run under, is cancelled with cause
+// ErrLeaseLost when the lease ends without renewal or a renewal finds the
+// record taken over. A heartbeat renews the lease every half lease (up to
+// the context's deadline); a renewal that fails is retried until the lease
+// ends. Lease times are read from Config.Clock; the waits between them are
+// real timers.
+type fence struct {
+	r      *run
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex // serializes renewals; guards until
+	until  time.Time
+}
+
+func (r *run) fence(ctx context.Context) *fence {
+	fctx, cancel := context.WithCancelCause(ctx)
+	f := &fence{r: r, parent: ctx, ctx: fctx, cancel: cancel, done: make(chan struct{}), until: r.leaseUntil}
+	f.wg.Add(1)
+	go f.watch()
+	return f
+}
+
+// stop ends the heartbeat and releases the fence's context.
+func (f *fence) stop() {
+	close(f.done)
+	f.wg.Wait()
+	f.cancel(context.Canceled)
+}
+
+func (f *fence) lease() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.until
+}
+
+func (f *fence) watch() {
+	defer f.wg.Done()
+	cfg := &f.r.e.cfg
+	for {
+		now := cfg.Clock.Now()
+		until := f.lease()
+		if !now.Before(until) {
+			f.cancel(fmt.Errorf("%w: the lease ended at %s without renewal", ErrLeaseLost, until.UTC().Format(time.RFC3339Nano)))
+			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", context.Cause(f.ctx)))
+			return
 		}
-	}()
-	return func() { close(done); wg.Wait() }
+		// Renew every half lease; once renewals have failed for that long,
+		// retry at half the remaining time until the lease ends.
+		wait := cfg.Lease / 2
+		if left := until.Sub(now); left <= wait {
+			wait = left / 2
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-f.done:
+			t.Stop()
+			return
+		case <-f.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		left := f.lease().Sub(cfg.Clock.Now())
+		if left <= 0 {
+			continue // ended: cancelled above
+		}
+		// A renewal that outlasts the lease is no renewal: bound the write.
+		switch err := f.renew(left); {
+		case errors.Is(err, ErrLeaseLost):
+			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", err))
+		case err != nil:
+			f.r.log(f.parent, slog.LevelWarn, "idemkit lease renewal failed; retrying until the lease ends", slog.Any("err", err))
+		}
+	}
+}
+
+// renew extends the lease with a conditional write bounded by timeout. It
+// fails with ErrLeaseLost (and ends the fence's context) when the record
+// was taken over or the context's deadline has passed; other errors leave
+// the lease as it was.
+func (f *fence) renew(timeout time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.r
+	now := r.e.cfg.Clock.Now()
+	lease := r.leaseEnd(f.parent, now)
+	if !lease.After(now) {
+		err := fmt.Errorf("%w: the call's deadline has passed", ErrLeaseLost)
+		f.cancel(err)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(f.parent, timeout)
+	defer cancel()
+	err := r.e.store.Extend(ctx, r.id.key, r.owner, lease)
+	switch {
+	case err == nil:
+		f.until = lease
+		return nil
+	case errors.Is(err, ledger.ErrNotOwner):
+		err = fmt.Errorf("%w: the record was taken over (%w)", ErrLeaseLost, err)
+		f.cancel(err)
+		return err
+	}
+	return fmt.Errorf("client: renew the lease of %s: %w", r.id.key, err)
 }
 
 // write retries a conditional record write with backoff, also after the
@@ -437,19 +728,28 @@ func (r *run) write(ctx context.Context, op func(context.Context) error) error {
 func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result, error) {
 	c := ledger.Completion{Summary: eff.Summary, Ref: eff.Ref, Result: eff.Result}.Fit(r.e.cfg.MaxResultBytes)
 	err := r.write(ctx, func(ctx context.Context) error { return r.e.store.Complete(ctx, r.id.key, r.owner, c) })
+	if errors.Is(err, ledger.ErrTooLarge) {
+		// A store with tighter limits than ledger's: the effect exists, so
+		// record it done with less detail rather than not at all.
+		c = ledger.Completion{Summary: ledger.Clip(c.Summary, minimalBytes), Ref: ledger.Clip(c.Ref, minimalBytes),
+			Truncated: c.Truncated || len(c.Result) > 0}
+		err = r.write(ctx, func(ctx context.Context) error { return r.e.store.Complete(ctx, r.id.key, r.owner, c) })
+	}
 	if outcome == Executed {
 		r.e.n.executed.Add(1)
 	} else {
 		r.e.n.replayed.Add(1)
 	}
-	res := r.doneResult(outcome, c.Summary, c.Ref, eff.Result)
+	// The caller gets the provider's full reference; the record may hold a
+	// clipped one.
+	res := r.doneResult(outcome, c.Summary, eff.Ref, eff.Result)
 	switch {
 	case err == nil:
 		return res, nil
 	case errors.Is(err, ledger.ErrNotOwner):
 		// The lease lapsed while the tool ran and another caller took the
 		// record over; it reconciles with the provider, which has the key.
-		r.e.cfg.Logger.WarnContext(ctx, "idemkit: done but the claim was lost", slog.String("key", r.id.key))
+		r.log(ctx, slog.LevelWarn, "idemkit fenced write", slog.String("write", "done"), slog.Any("err", err))
 		return res, nil
 	default:
 		res.Text += " (It could not be recorded yet; it will be reconciled, so do not repeat it.)"
@@ -479,10 +779,21 @@ func (r *run) fail(ctx context.Context, cause error, retryable bool) (Result, er
 		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: true, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes)})
 	})
 	res := r.failed(cause, retryable, cause.Error())
-	if err != nil && !errors.Is(err, ledger.ErrNotOwner) {
-		return res, fmt.Errorf("client: record failure %s: %w", r.id.key, err)
+	return res, r.recorded(ctx, "failed", err)
+}
+
+// recorded reports the error of a failed or uncertain record write: none
+// when the write was fenced off by a newer owner (who settles the record),
+// which is logged.
+func (r *run) recorded(ctx context.Context, write string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ledger.ErrNotOwner):
+		r.log(ctx, slog.LevelWarn, "idemkit fenced write", slog.String("write", write), slog.Any("err", err))
+		return nil
 	}
-	return res, nil
+	return fmt.Errorf("client: record %s %s: %w", write, r.id.key, err)
 }
 
 // failed builds a Failed result: nothing was done.
@@ -506,16 +817,28 @@ func (r *run) uncertain(ctx context.Context, cause error) (Result, error) {
 	err := r.write(ctx, func(ctx context.Context) error {
 		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: false, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes)})
 	})
-	res := uncertainResult(r.id.key, r.inv.Attempt, cause)
-	if err != nil && !errors.Is(err, ledger.ErrNotOwner) {
-		return res, fmt.Errorf("client: record uncertain %s: %w", r.id.key, err)
-	}
-	return res, nil
+	res := r.uncertainResult(r.inv.Attempt, cause)
+	r.log(ctx, slog.LevelWarn, "idemkit uncertain", slog.Any("cause", cause), slog.Bool("reconciler", r.t.Reconciler != nil))
+	return res, r.recorded(ctx, "uncertain", err)
 }
 
-func uncertainResult(key string, attempt int, cause error) Result {
-	return Result{Outcome: Uncertain, IsError: true, Key: key, Attempt: attempt, Err: cause,
-		Text: "Outcome unknown: the request may have gone through. It is being reconciled; do not retry."}
+// minimalBytes bounds the summary and reference of a done record that a
+// store refused as too large even after Completion.Fit.
+const minimalBytes = 256
+
+// The texts of an Uncertain result, with and without a reconciler that can
+// settle the action.
+const (
+	uncertainText       = "Outcome unknown: the request may have gone through. It is being reconciled; do not retry."
+	uncertainManualText = "Outcome unknown: the request may have gone through. It cannot be checked automatically; an operator must check it. Do not retry."
+)
+
+func (r *run) uncertainResult(attempt int, cause error) Result {
+	text := uncertainText
+	if r.t.Reconciler == nil {
+		text = uncertainManualText
+	}
+	return Result{Outcome: Uncertain, IsError: true, Key: r.id.key, Attempt: attempt, Err: cause, Text: text}
 }
 
 // blocked answers a call whose claim was refused by prev. retry reports
@@ -537,12 +860,13 @@ func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
 		r.e.n.replayed.Add(1)
 		res := r.doneResult(AlreadyDone, prev.Summary, prev.Ref, prev.Result)
 		res.Attempt = prev.Attempt
+		r.log(ctx, slog.LevelDebug, "idemkit replay", slog.String("ref", prev.Ref))
 		return res, false
 	case ledger.StateFailed: // the other call failed: this one may try
 		return failedResult(r.id.key, prev.Attempt, errors.New(prev.Reason), true, prev.Reason), true
 	case ledger.StateUncertain:
 		r.e.n.uncertain.Add(1)
-		return uncertainResult(r.id.key, prev.Attempt, errors.New(prev.Reason)), false
+		return r.uncertainResult(prev.Attempt, errors.New(prev.Reason)), false
 	default:
 		inProgress.Attempt = prev.Attempt
 		return inProgress, false

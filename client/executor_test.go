@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,7 +115,7 @@ func TestSendReplyTwiceRunsOnce(t *testing.T) {
 
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
-	var runs, arrived atomic.Int64
+	var runs atomic.Int64
 	release := make(chan struct{})
 	f := newFixture(t, nil, counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 		<-release
@@ -127,7 +128,6 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			arrived.Add(1)
 			res, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"7"}`), ID: fmt.Sprint("call-", i)})
 			if err != nil {
 				t.Error(err)
@@ -135,9 +135,13 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 			results[i] = res
 		}()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for arrived.Load() < n && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	// The tool holds the first call until every other caller waits on it
+	// inside the in-process merge: then the merge cannot be missed.
+	for deadline := time.Now().Add(time.Minute); mergeWaiters() < n-1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("only %d of %d duplicates waited on the first call", mergeWaiters(), n-1)
+		}
 	}
 	close(release)
 	wg.Wait()
@@ -145,13 +149,34 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 		t.Fatalf("tool ran %d times, want 1", runs.Load())
 	}
 	for i, r := range results {
-		if r.IsError || r.Ref != "msg_1" || r.Summary != "sent" || r.Key != results[0].Key {
+		if r.IsError || r.Ref != "msg_1" || r.Summary != "sent" || r.Key != results[0].Key || !r.Shared {
 			t.Fatalf("result %d differs: %+v", i, r)
 		}
 	}
-	if f.exec.Stats().Merged == 0 {
-		t.Error("no call was merged in process")
+	if m := f.exec.Stats().Merged; m != n {
+		t.Errorf("%d calls merged in process, want %d", m, n)
 	}
+}
+
+// mergeWaiters counts the goroutines that wait, inside the executor's
+// singleflight group, for an identical call in flight.
+func mergeWaiters() int {
+	buf := make([]byte, 1<<20)
+	for {
+		if k := runtime.Stack(buf, true); k < len(buf) {
+			buf = buf[:k]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "singleflight.(*Group).Do(") && strings.Contains(g, "sync.(*WaitGroup).Wait(") &&
+			!strings.Contains(g, "singleflight.(*Group).doCall(") && strings.Contains(g, "client.(*Executor).Execute(") {
+			n++
+		}
+	}
+	return n
 }
 
 func TestBadInputRunsNothing(t *testing.T) {
@@ -257,12 +282,13 @@ func TestAmbiguousWithoutReconcilerStaysUncertain(t *testing.T) {
 	}))
 	in := `{"ticketId":"5"}`
 	r := f.call(t, "run", "send_reply", in)
-	wantOutcome(t, r, client.Uncertain, "Outcome unknown: the request may have gone through. It is being reconciled; do not retry.")
+	// Nothing will reconcile it: the model is told so, truthfully.
+	wantOutcome(t, r, client.Uncertain, "Outcome unknown: the request may have gone through. It cannot be checked automatically; an operator must check it. Do not retry.")
 	rec, err := f.store.Get(context.Background(), r.Key)
 	if err != nil || rec.State != ledger.StateUncertain || rec.Attempt != 1 {
 		t.Fatalf("record %+v, %v", rec, err)
 	}
-	wantOutcome(t, f.call(t, "run", "send_reply", in), client.Uncertain, "do not retry")
+	wantOutcome(t, f.call(t, "run", "send_reply", in), client.Uncertain, "an operator must check it. Do not retry.")
 	if runs.Load() != 1 {
 		t.Fatalf("tool ran %d times, want 1: an uncertain action ran again without reconciling", runs.Load())
 	}
@@ -331,7 +357,11 @@ func TestAmbiguousThenReconcile(t *testing.T) {
 			tool.Reconciler = rec
 			f := newFixture(t, nil, tool)
 			r := f.call(t, "run", "send_reply", `{"ticketId":"5"}`)
-			wantOutcome(t, r, c.want, "")
+			text := ""
+			if c.want == client.Uncertain {
+				text = "It is being reconciled; do not retry."
+			}
+			wantOutcome(t, r, c.want, text)
 			if runs.Load() != c.wantRuns || rec.calls.Load() != 1 {
 				t.Fatalf("runs %d reconciles %d", runs.Load(), rec.calls.Load())
 			}
@@ -596,35 +626,50 @@ func TestOversizedResultIsNotStored(t *testing.T) {
 
 func TestHeartbeatRenewsLeaseOfLongRuns(t *testing.T) {
 	t.Parallel()
-	store := ledgermem.New(nil) // the wall clock: the heartbeat ticks in real time
+	const lease = 100 * time.Millisecond
 	for _, withDeadline := range []bool{false, true} {
-		var runs atomic.Int64
-		exec := client.New(store, &client.Config{Lease: 100 * time.Millisecond})
-		if err := exec.Register(counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-			first, err := store.Get(ctx, inv.Key)
-			if err != nil {
-				return client.Effect{}, client.Definite(err)
-			}
-			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-				rec, err := store.Get(ctx, inv.Key)
-				if err == nil && rec.LeaseUntil.After(first.LeaseUntil) && rec.Owner == first.Owner {
-					return client.Effect{Summary: "renewed"}, nil
+		t.Run(fmt.Sprint("deadline=", withDeadline), func(t *testing.T) {
+			t.Parallel()
+			// A fake clock that only the tool moves: the lease cannot run
+			// out however late the heartbeat wakes.
+			clock := ledgertest.NewClock(time.Now().Truncate(time.Second)) // stores keep milliseconds
+			store := &renewals{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
+			var runs atomic.Int64
+			exec := client.New(store, &client.Config{Clock: clock, Lease: lease})
+			if err := exec.Register(counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+				first, err := store.Get(ctx, inv.Key)
+				if err != nil {
+					return client.Effect{}, client.Definite(err)
 				}
+				// Twice: the lease follows the clock.
+				for range 2 {
+					clock.Advance(lease / 2)
+					want := clock.Now().Add(lease)
+					for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+						rec, err := store.Get(ctx, inv.Key)
+						if err == nil && rec.LeaseUntil.Equal(want) && rec.Owner == first.Owner {
+							break
+						}
+						if ctx.Err() != nil || time.Now().After(deadline) {
+							return client.Effect{}, client.Definite(fmt.Errorf("lease not renewed to %v (%v)", want, context.Cause(ctx)))
+						}
+					}
+				}
+				return client.Effect{Summary: "renewed"}, nil
+			})); err != nil {
+				t.Fatal(err)
 			}
-			return client.Effect{}, client.Definite(errors.New("lease never renewed"))
-		})); err != nil {
-			t.Fatal(err)
-		}
-		ctx := context.Background()
-		if withDeadline { // a deadline later than the lease: renewals stop at it
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-		}
-		r, err := exec.Execute(ctx, fmt.Sprint("run-", withDeadline), client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
-		if err != nil || r.Outcome != client.Executed {
-			t.Fatalf("deadline %v: %+v %v", withDeadline, r, err)
-		}
+			ctx := context.Background()
+			if withDeadline { // a deadline later than the lease: renewals go on until it
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, clock.Now().Add(time.Hour))
+				defer cancel()
+			}
+			r, err := exec.Execute(ctx, "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
+			if err != nil || r.Outcome != client.Executed {
+				t.Fatalf("%+v %v", r, err)
+			}
+		})
 	}
 }
 

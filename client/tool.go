@@ -72,6 +72,14 @@ type Invocation struct {
 	// been sent (zero: unknown, assume long ago). Reconcilers compare it with
 	// a provider's deduplication window.
 	AttemptAt time.Time
+	// SentBy is the latest time a request of this attempt by an earlier
+	// owner, or by this call before it reconciles, could have left (zero:
+	// unknown). On a takeover it is the earlier record's lease end (an
+	// owner sends nothing after its lease ended) or, for an uncertain
+	// record, when that record was settled; after an ambiguous error, when
+	// the failed request returned. Reconcilers wait for requests sent up
+	// to then to commit before they trust an empty lookup.
+	SentBy time.Time
 	// DownstreamKey is the key to hand to the provider (an Idempotency-Key
 	// header, a metadata reference, an external id): Key for the first
 	// attempt, Key + "-" + Attempt for later ones.

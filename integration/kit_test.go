@@ -26,9 +26,14 @@ import (
 // Timing of the provider side, in real time: the fakes and the adapters
 // read the wall clock. The ledgers and executors read fake clocks.
 const (
-	// httpTimeout bounds one provider request; a Delay fault holds a
-	// request until then, and then commits it.
+	// httpTimeout bounds one provider request in the chaos runs, whose
+	// Delay faults hold a request until the client gives up at this
+	// timeout, and then commit it.
 	httpTimeout = 250 * time.Millisecond
+	// hangGuard bounds a request where no fault depends on a timeout (the
+	// failure cases, whose client gives up on a signal): only a hang meets
+	// it, never a slow machine.
+	hangGuard = 2 * time.Minute
 	// indexLag is the fakes' search lag; the adapters are told a bound
 	// above it.
 	indexLag, indexLagBound = 50 * time.Millisecond, 100 * time.Millisecond
@@ -77,6 +82,8 @@ type kitOptions struct {
 	// blind replaces every reconciler by one that always answers "not
 	// found": blind retry, the behaviour idemkit exists to prevent.
 	blind bool
+	// timeout bounds one provider request (0: httpTimeout).
+	timeout time.Duration
 }
 
 // newKit starts the fakes of the given providers (every provider when
@@ -127,8 +134,12 @@ func kitAt(u urls, opt kitOptions) *kit {
 }
 
 func (k *kit) build(opt kitOptions) {
+	timeout := opt.timeout
+	if timeout <= 0 {
+		timeout = httpTimeout
+	}
 	httpCfg := providers.Config{
-		Timeout: httpTimeout, MaxRetries: 2,
+		Timeout: timeout, MaxRetries: 2,
 		RetryWaitMin: 5 * time.Millisecond, RetryWaitMax: 20 * time.Millisecond, MaxRetryAfter: 50 * time.Millisecond,
 	}
 	k.stripe = stripe.New(k.urls.Stripe, &stripe.Config{APIKey: "sk_test_integration", HTTP: httpCfg, SearchLag: indexLagBound})
@@ -141,9 +152,17 @@ func (k *kit) build(opt kitOptions) {
 				return client.Reconciliation{Verdict: client.VerdictNotFound}, nil
 			})
 		}
-		return reconcile.New(a, &reconcile.Config{
+		p := reconcile.New(a, &reconcile.Config{
 			InFlight: inFlight, MaxWait: 3 * time.Second,
 			InitialInterval: 20 * time.Millisecond, MaxInterval: 250 * time.Millisecond,
+		})
+		// The executors read fake clocks and the fakes the wall clock, so
+		// SentBy, read from the former, says nothing on the policy's wall
+		// clock: the policy measures from the moment it is asked, which is
+		// after the sender stopped in every case here.
+		return client.ReconcilerFunc(func(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
+			inv.SentBy = time.Time{}
+			return p.Reconcile(ctx, inv)
 		})
 	}
 	k.tools = map[string]client.Tool{}

@@ -193,11 +193,14 @@ func (c Completion) Validate() error {
 }
 
 // Fit returns c within the limits every store enforces: the summary
-// clipped to MaxSummaryBytes, and a Result longer than maxResult (at most
-// MaxResultBytes) dropped with Truncated set, since a cut JSON payload
-// would not parse.
+// clipped to MaxSummaryBytes and the ref to MaxRefBytes (at a rune
+// boundary), and a Result longer than maxResult (at most MaxResultBytes)
+// dropped with Truncated set, since a cut JSON payload would not parse.
+// A done effect is never lost over a size limit: a clipped ref still says
+// which object it was, and the caller keeps the full one.
 func (c Completion) Fit(maxResult int) Completion {
 	c.Summary = Clip(c.Summary, MaxSummaryBytes)
+	c.Ref = Clip(c.Ref, MaxRefBytes)
 	if len(c.Result) > min(maxResult, MaxResultBytes) {
 		c.Result, c.Truncated = nil, true
 	}

@@ -44,6 +44,12 @@ func TestCompletionFit(t *testing.T) {
 	if len(got.Summary) > ledger.MaxSummaryBytes || !utf8.ValidString(got.Summary) || got.Validate() != nil {
 		t.Errorf("summary of %d bytes does not fit: %v", len(got.Summary), got.Validate())
 	}
+	// A presigned URL as the ref: clipped at a rune boundary, never refused.
+	longRef := ledger.Completion{Summary: "uploaded", Ref: "https://files.example/é?sig=" + strings.Repeat("é", ledger.MaxRefBytes)}
+	if got := longRef.Fit(100); len(got.Ref) > ledger.MaxRefBytes || len(got.Ref) < ledger.MaxRefBytes-1 ||
+		!utf8.ValidString(got.Ref) || !strings.HasPrefix(longRef.Ref, got.Ref) || got.Validate() != nil {
+		t.Errorf("ref of %d bytes does not fit: %v", len(got.Ref), got.Validate())
+	}
 	// The store's own limit caps any larger maxResult.
 	huge := ledger.Completion{Result: make([]byte, ledger.MaxResultBytes+1)}
 	if got := huge.Fit(1 << 30); !got.Truncated {

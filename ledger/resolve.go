@@ -14,6 +14,10 @@ import (
 // failed, or pending with a live lease). Nothing was written.
 var ErrNotResolvable = errors.New("ledger: record cannot be resolved")
 
+// maxByBytes bounds Resolution.By, so that the owner token it is kept in
+// stays within MaxKeyBytes.
+const maxByBytes = 256
+
 // operatorPrefix marks the owner token of a claim taken by Resolve.
 const operatorPrefix = "operator:"
 
@@ -40,8 +44,8 @@ type Resolution struct {
 // done, failed, or pending with a live lease is refused with
 // ErrNotResolvable. It returns the record as written.
 func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Time) (*Record, error) {
-	if r.By == "" || strings.ContainsAny(r.By, ":") {
-		return nil, fmt.Errorf("%w: a resolution needs who resolved it (By, without ':')", ErrInvalid)
+	if r.By == "" || strings.ContainsAny(r.By, ":") || len(r.By) > maxByBytes {
+		return nil, fmt.Errorf("%w: a resolution needs who resolved it (By, without ':', at most %d bytes)", ErrInvalid, maxByBytes)
 	}
 	rec, err := s.Get(ctx, key)
 	if err != nil {
@@ -68,6 +72,19 @@ func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Ti
 	if !cr.Claimed {
 		return nil, fmt.Errorf("%w: the record changed while it was being resolved", ErrNotOwner)
 	}
+	if p := cr.Previous; p == nil || p.Owner != rec.Owner || p.State != rec.State || !p.LeaseUntil.Equal(rec.LeaseUntil) {
+		// The claim landed on another version of the record (it was
+		// settled, expired or taken over after it was read): the operator's
+		// verdict was not about it. Give the claim back as it was found.
+		f := Failure{Definite: true, Reason: "released by an operator's resolution that found the record changed"}
+		if p != nil && (p.State == StateUncertain || p.State == StatePending) {
+			f = Failure{Reason: p.Reason}
+		}
+		if err := s.Fail(ctx, key, owner, f); err != nil {
+			return nil, fmt.Errorf("the record changed while it was being resolved, and releasing the claim failed: %w", err)
+		}
+		return nil, fmt.Errorf("%w: the record changed while it was being resolved", ErrNotOwner)
+	}
 	if r.Done {
 		err = s.Complete(ctx, key, owner, Completion{Summary: r.Summary, Ref: r.Ref}.Fit(0))
 	} else {
@@ -80,8 +97,14 @@ func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Ti
 }
 
 // ResolvedBy returns who settled the record by hand with Resolve, or ""
-// when idemkit settled it.
+// when idemkit settled it or it is not settled (pending, uncertain). A
+// Resolve that found the record changed gives its claim back as it found
+// it; when the record had failed or expired meanwhile, that is a failed
+// record which also names the operator, with a reason that says so.
 func (r *Record) ResolvedBy() string {
+	if r.State != StateDone && r.State != StateFailed {
+		return ""
+	}
 	by, ok := strings.CutPrefix(r.Owner, operatorPrefix)
 	if !ok {
 		return ""

@@ -42,44 +42,42 @@
 //   - a resend cannot duplicate: the provider deduplicates this downstream
 //     key (inside its window) or upserts by it. A late commit of the
 //     earlier request and the resend are then the same effect.
-//   - no earlier request can still commit. The policy does not know when
-//     the earlier requests carrying this key were sent: the invocation
-//     tells only when the attempt began (AttemptAt), and a later request
-//     may have carried the same key — the executor resends with the same
-//     key after every inconclusive outcome, and a takeover resends long
-//     after AttemptAt. A lag measured from AttemptAt would let such a late
-//     request slip through: it commits at t, the lookup at t + lag/2 sees
-//     nothing, AttemptAt is long past, and a second send duplicates it.
-//     What the policy does know is that whoever asks it has stopped sending:
-//     the executor reconciles after its own request ended, or after it took
-//     over a record whose owner settled it or let its lease lapse. So it
-//     measures from the moment it is asked (the "quiet" point): every
-//     request that may commit does so before quiet + Config.InFlight (how
-//     long a provider may keep executing a request after the client gave
-//     up). A consistent lookup made after that point that finds nothing is
-//     conclusive; an eventual one (a search index) needs IndexLag more.
-//     Until then an empty answer is inconclusive and the lookup is repeated.
+//   - no earlier request can still commit. The invocation says when the
+//     last request of the attempt could have left (client.Invocation.SentBy),
+//     from facts the ledger record holds: on a takeover, the earlier
+//     owner's lease end — the executor fences provider calls by the lease,
+//     so no request of an owner leaves after it — or, for an uncertain
+//     record, when it was settled; after an ambiguous error, when the
+//     failed request returned. Every request that may commit does so
+//     before SentBy + Config.InFlight (how long a provider may keep
+//     executing a request after the client gave up). A consistent lookup
+//     made after that point that finds nothing is conclusive; an eventual
+//     one (a search index) needs IndexLag more. Until then an empty answer
+//     is inconclusive and the lookup is repeated. When SentBy is unknown
+//     (zero), the bound is measured from the moment the policy is asked.
 //
-// The cost of this caution is time, never a duplicate: a reconciliation
-// that cannot wait long enough (Config.MaxWait shorter than InFlight plus
-// the index lag) leaves the record uncertain, and a later pass — the next
-// call of the same action, or the Sweeper — tries again.
-//
-// The remaining hole is a previous owner that keeps sending after its lease
-// ran out (a process frozen for longer than its lease that then resumes).
-// No lookup can exclude it; the executor bounds it by tying leases to the
-// context deadline and renewing them while the tool runs.
+// Because the bound rests on the record and not on the moment of each
+// pass, every later pass computes the same bound: a reconciliation that
+// cannot wait long enough (Config.MaxWait shorter than the rest of the
+// bound) leaves the record uncertain, and the first pass after the bound —
+// the next call of the action, or the Sweeper — concludes. With the
+// defaults an action stays uncertain at most until the record's lease end
+// (or settlement) plus DefaultInFlight plus the provider's index lag.
+// A call that ends uncertain again settles the record anew and so restarts
+// that bound from its own settlement; the Sweeper writes nothing when it
+// learns nothing, and does not. The bound assumes that the clocks of the
+// processes sharing a ledger agree to well within InFlight.
 //
 // # The sweeper
 //
 // A Sweeper finds records stuck in pending (the owner's lease ran out) or
-// uncertain, claims each one with the record's own fingerprint — so that
-// several sweepers, and live calls, never act on the same record at once —
-// and asks the tool's Reconciler with an invocation rebuilt from the
-// record. Found completes the record. The sweeper cannot run the tool (it
-// does not have the call's input), so it asks a Checker (a Policy) to
-// decide from lookups alone, never from a resend; only a conclusive
-// NotFound (Finding.Absent) marks the record failed, so that a later call
-// may run it. Anything else leaves it uncertain, for the next call of the
-// action or the next sweep.
+// uncertain and asks the tool's Reconciler with an invocation rebuilt from
+// the record. Only to write a conclusive answer does it claim the record,
+// with the record's own fingerprint, so that several sweepers, and live
+// calls, never settle the same record at once. Found completes the
+// record. The sweeper cannot run the tool (it does not have the call's
+// input), so it asks a Checker (a Policy) to decide from lookups alone,
+// never from a resend; only a conclusive NotFound (Finding.Absent) marks
+// the record failed, so that a later call may run it. Anything else leaves
+// the record as it was, for the next call of the action or the next sweep.
 package reconcile

@@ -28,7 +28,9 @@ var ErrNoKey = errors.New("reconcile: invocation has no key")
 // Config tunes a Policy. A nil *Config, or a zero field, means the default.
 type Config struct {
 	// Clock tells the time (default: the system clock). It must be the
-	// clock the invocations' AttemptAt was read from.
+	// clock the invocations' AttemptAt and SentBy were read from (the
+	// executors' and the ledger's): a clock behind this one would make
+	// the in-flight bound look passed too early.
 	Clock ledger.Clock
 	// Sleep waits d or until ctx ends (default: a real timer). Tests with
 	// a fake clock pass a function that advances it.
@@ -43,7 +45,8 @@ type Config struct {
 	// InFlight is how long a provider may still commit a request after the
 	// client gave up on it (default DefaultInFlight). An empty lookup is
 	// conclusive only once that long (plus the index lag of an eventual
-	// lookup) has passed since the reconciliation began.
+	// lookup) has passed since the last request of the attempt could have
+	// left (client.Invocation.SentBy; the moment of asking when unknown).
 	InFlight time.Duration
 	// WindowMargin is kept free at the end of a provider's deduplication
 	// window: a resend is trusted to be deduplicated only while
@@ -158,8 +161,15 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend boo
 
 	// committed: from then on no earlier request can commit; a certain
 	// NotFound is final. settled: from then on an empty lookup of any kind
-	// is final.
-	committed := quiet.Add(p.cfg.InFlight)
+	// is final. Both rest on when the last request could have left, as the
+	// record says (SentBy), so every pass over the same record, and the
+	// sweeper, reach the same answer; unknown, on the moment of asking (no
+	// request leaves later than that either).
+	sentBy := inv.SentBy
+	if sentBy.IsZero() || sentBy.After(quiet) {
+		sentBy = quiet
+	}
+	committed := sentBy.Add(p.cfg.InFlight)
 	settled := committed
 	if caps.Lookup == providers.Eventual {
 		settled = settled.Add(caps.IndexLag)
@@ -202,8 +212,8 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend boo
 			if err != nil {
 				return Finding{}, fmt.Errorf("reconcile: lookup %s: %d lookups in %s, the last failed: %w", key, lookups, now.Sub(quiet), err)
 			}
-			return unknown("the provider did not show the effect in %d lookups over %s, but an earlier request may still commit, or be missing from its index, until %s after the reconciliation began",
-				lookups, now.Sub(quiet), settled.Sub(quiet)), nil
+			return unknown("the provider did not show the effect in %d lookups over %s, but an earlier request may still commit, or be missing from its index, until %s",
+				lookups, now.Sub(quiet), settled.UTC().Format(time.RFC3339)), nil
 		}
 		d := b.NextBackOff()
 		for _, at := range []time.Time{committed, settled} {

@@ -82,6 +82,7 @@ func TestPolicy(t *testing.T) {
 		name      string
 		caps      providers.Capabilities
 		attemptAt time.Duration // before t0; 0: unknown
+		sentBy    time.Duration // before t0; 0: unknown (the moment of asking)
 		committed time.Duration // after t0 (negative: before); 0 with never
 		never     bool
 		maxWait   time.Duration
@@ -93,6 +94,10 @@ func TestPolicy(t *testing.T) {
 		maxLookups int
 		noResend   bool // the caller cannot resend (the sweeper)
 	}{
+		{name: "sent long ago: one empty lookup is final", caps: eventual, sentBy: time.Hour, never: true,
+			verdict: client.VerdictNotFound, absent: true, maxLookups: 1},
+		{name: "sent recently: waits only the rest of the bound", caps: consistent, sentBy: 4 * time.Second, never: true, maxWait: 7 * time.Second,
+			verdict: client.VerdictNotFound, absent: true, minElapsed: 6 * time.Second},
 		{name: "found at once", caps: consistent, committed: -time.Second, verdict: client.VerdictFound, maxLookups: 1},
 		{name: "consistent miss waits out requests in flight", caps: consistent, never: true,
 			verdict: client.VerdictNotFound, absent: true, minElapsed: 10 * time.Second},
@@ -146,6 +151,9 @@ func TestPolicy(t *testing.T) {
 			if tc.attemptAt > 0 {
 				inv.AttemptAt = t0.Add(-tc.attemptAt)
 			}
+			if tc.sentBy > 0 {
+				inv.SentBy = t0.Add(-tc.sentBy)
+			}
 			f, err := reconcile.New(p, cfg).Check(context.Background(), inv, !tc.noResend)
 			if err != nil {
 				t.Fatalf("Check: %v", err)
@@ -181,7 +189,7 @@ func TestPolicy(t *testing.T) {
 				// The final lookup was made after every request could have
 				// committed and been indexed.
 				last := p.lookups[len(p.lookups)-1]
-				bound := t0.Add(cfg.InFlight)
+				bound := t0.Add(cfg.InFlight - tc.sentBy)
 				if tc.caps.Lookup == providers.Eventual {
 					bound = bound.Add(tc.caps.IndexLag)
 				}

@@ -22,8 +22,9 @@ type SweeperConfig struct {
 	// clock of the executors that wrote the records.
 	Clock ledger.Clock
 	// Lease is how long the sweeper's claim on one record blocks others
-	// while it reconciles (default 2 minutes; keep it above the
-	// reconcilers' MaxWait).
+	// while it records a conclusive answer, or asks again about a record
+	// that changed after it was listed (default 2 minutes; keep it above
+	// the reconcilers' MaxWait).
 	Lease time.Duration
 	// MinAge leaves alone uncertain records settled less than MinAge ago
 	// (default 0: every uncertain record).
@@ -50,8 +51,10 @@ type Report struct {
 	// Failed: the provider conclusively had no effect and no request can
 	// still create it; the record is failed, so a later call may run it.
 	Failed int
-	// Uncertain: the record is left uncertain (the provider could not
-	// tell, the reconciler failed, or only a resend could settle it).
+	// Uncertain: the record is left as it was, pending or uncertain (the
+	// provider could not tell yet, the reconciler failed, or only a resend
+	// could settle it), or an abandoned claim of a tool without a
+	// reconciler was marked uncertain.
 	Uncertain int
 	// Skipped: another process held or settled the record first, or the
 	// sweeper does not know its tool.
@@ -63,7 +66,7 @@ type Report struct {
 
 // Sweeper reconciles records that calls left behind: pending records whose
 // owner vanished, and uncertain ones. It is safe to run in several
-// processes at once: it claims each record before acting on it.
+// processes at once: it claims a record before it writes to it.
 type Sweeper struct {
 	store ledger.Store
 	recs  map[string]client.Reconciler
@@ -158,14 +161,91 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 
 // sweepOne settles one stuck record. It returns the state it left the
 // record in ("" when it did not act on it).
+//
+// It asks the reconciler before it claims the record, and claims it only to
+// write a conclusive answer (found, or conclusively absent): a pass that
+// learns nothing writes nothing, so the record keeps the facts its in-flight
+// bound rests on (Invocation.SentBy, the record's LeaseUntil) and a later
+// pass, once that bound has passed, concludes.
 func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State, error) {
 	reconciler, known := s.recs[rec.Tool]
 	if !known {
 		return "", nil
 	}
-	if reconciler == nil && rec.State == ledger.StateUncertain {
-		return ledger.StateUncertain, nil // nothing can settle it
+	if reconciler == nil {
+		if rec.State == ledger.StateUncertain {
+			return ledger.StateUncertain, nil // nothing can settle it
+		}
+		cr, owner, err := s.claim(ctx, rec)
+		if err != nil || !cr.Claimed {
+			return "", err
+		}
+		if !cr.MustReconcile() {
+			return "", s.release(ctx, rec.Key, owner, cr)
+		}
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
+			Reason: fmt.Sprintf("reconcile: the owner's lease ran out and %s has no reconciler", rec.Tool)})
 	}
+	f, err := check(ctx, reconciler, invocation(rec, rec.Attempt))
+	switch {
+	case err != nil:
+		return ledger.StateUncertain, fmt.Errorf("reconcile: sweep %s: %w", rec.Key, err)
+	case f.Verdict != client.VerdictFound && !f.Absent:
+		return ledger.StateUncertain, nil
+	}
+	cr, owner, err := s.claim(ctx, rec)
+	switch {
+	case err != nil || !cr.Claimed:
+		return "", err // another process holds it, or it was settled
+	case !cr.MustReconcile():
+		return "", s.release(ctx, rec.Key, owner, cr)
+	case f.Verdict != client.VerdictFound && !sameVersion(cr.Previous, &rec):
+		// Someone acted on the record after it was listed: absence seen
+		// before may no longer hold. Ask again, now under the claim.
+		if f, err = check(ctx, reconciler, invocation(*cr.Previous, cr.Attempt)); err != nil {
+			werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+err.Error(), ledger.MaxReasonBytes)})
+			return ledger.StateUncertain, errors.Join(fmt.Errorf("reconcile: sweep %s: %w", rec.Key, err), werr)
+		}
+	}
+	switch {
+	case f.Verdict == client.VerdictFound:
+		c := ledger.Completion{Summary: f.Effect.Summary, Ref: f.Effect.Ref, Result: f.Effect.Result}.Fit(ledger.MaxResultBytes)
+		wctx, cancel := writeContext(ctx)
+		defer cancel()
+		if err := s.store.Complete(wctx, rec.Key, owner, c); err != nil {
+			return "", fmt.Errorf("reconcile: sweep %s: record done: %w", rec.Key, err)
+		}
+		return ledger.StateDone, nil
+	case f.Absent:
+		return ledger.StateFailed, s.settle(ctx, rec.Key, owner, ledger.Failure{Definite: true,
+			Reason: "reconcile: the provider has no such effect and no earlier request can still create it"})
+	case f.Verdict == client.VerdictNotFound:
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
+			Reason: "reconcile: the provider would deduplicate a resend; the next call of this action resends it"})
+	default:
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
+	}
+}
+
+// invocation rebuilds the invocation of a stuck record's attempt. Its
+// owner sent nothing after its lease ended (for an uncertain record: after
+// it was settled), which anchors the in-flight bound.
+func invocation(rec ledger.Record, attempt int) client.Invocation {
+	return client.Invocation{
+		Tool: rec.Tool, RunID: rec.RunID, Key: rec.Key, Attempt: attempt, AttemptAt: rec.AttemptAt,
+		SentBy: rec.LeaseUntil, DownstreamKey: client.DownstreamKey(rec.Key, attempt),
+	}
+}
+
+// sameVersion reports whether nobody claimed, renewed or settled the
+// record between the listing (listed) and the sweeper's claim (prev).
+func sameVersion(prev, listed *ledger.Record) bool {
+	return prev != nil && prev.Owner == listed.Owner && prev.State == listed.State &&
+		prev.LeaseUntil.Equal(listed.LeaseUntil) && prev.Attempt == listed.Attempt
+}
+
+// claim takes a stuck record over with its own fingerprint.
+func (s *Sweeper) claim(ctx context.Context, rec ledger.Record) (ledger.ClaimResult, string, error) {
 	now := s.cfg.Clock.Now()
 	owner := s.cfg.NewOwner()
 	lease := now.Add(s.cfg.Lease)
@@ -176,51 +256,21 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 		Key: rec.Key, Tool: rec.Tool, RunID: rec.RunID, Owner: owner, LeaseUntil: lease,
 		Fingerprint: rec.Fingerprint, ExpiresAt: later(rec.ExpiresAt, lease.Add(time.Second)),
 	})
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("reconcile: sweep %s: claim: %w", rec.Key, err)
-	case !cr.Claimed:
-		return "", nil // another process holds it, or it was settled
-	case !cr.MustReconcile():
-		// Between the listing and the claim the record expired or failed:
-		// nothing may exist, and our claim must not block a later call.
-		reason := "reconcile: swept a record that expired"
-		if cr.Previous != nil {
-			reason = cr.Previous.Reason
-		}
-		return "", s.settle(ctx, rec.Key, owner, ledger.Failure{Definite: true, Reason: reason})
+	if err != nil {
+		return cr, owner, fmt.Errorf("reconcile: sweep %s: claim: %w", rec.Key, err)
 	}
-	prev := cr.Previous
-	if reconciler == nil {
-		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
-			Reason: fmt.Sprintf("reconcile: the owner's lease ran out and %s has no reconciler", rec.Tool)})
+	return cr, owner, nil
+}
+
+// release gives back a claim that landed on a record that expired or
+// failed between the listing and the claim: nothing may exist, and the
+// claim must not block a later call.
+func (s *Sweeper) release(ctx context.Context, key, owner string, cr ledger.ClaimResult) error {
+	reason := "reconcile: swept a record that expired"
+	if cr.Previous != nil {
+		reason = cr.Previous.Reason
 	}
-	inv := client.Invocation{
-		Tool: rec.Tool, RunID: rec.RunID, Key: rec.Key,
-		Attempt: cr.Attempt, AttemptAt: prev.AttemptAt, DownstreamKey: client.DownstreamKey(rec.Key, cr.Attempt),
-	}
-	f, rerr := check(ctx, reconciler, inv)
-	switch {
-	case rerr != nil:
-		werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+rerr.Error(), ledger.MaxReasonBytes)})
-		return ledger.StateUncertain, errors.Join(fmt.Errorf("reconcile: sweep %s: %w", rec.Key, rerr), werr)
-	case f.Verdict == client.VerdictFound:
-		c := ledger.Completion{Summary: f.Effect.Summary, Ref: f.Effect.Ref, Result: f.Effect.Result}.Fit(ledger.MaxResultBytes)
-		wctx, cancel := writeContext(ctx)
-		defer cancel()
-		if err := s.store.Complete(wctx, rec.Key, owner, c); err != nil {
-			return "", fmt.Errorf("reconcile: sweep %s: record done: %w", rec.Key, err)
-		}
-		return ledger.StateDone, nil
-	case f.Verdict == client.VerdictNotFound && f.Absent:
-		return ledger.StateFailed, s.settle(ctx, rec.Key, owner, ledger.Failure{Definite: true,
-			Reason: "reconcile: the provider has no such effect and no earlier request can still create it"})
-	case f.Verdict == client.VerdictNotFound:
-		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
-			Reason: "reconcile: the provider would deduplicate a resend; the next call of this action resends it"})
-	default:
-		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
-	}
+	return s.settle(ctx, key, owner, ledger.Failure{Definite: true, Reason: reason})
 }
 
 // check asks r, through Check without resends when it can. Other
