@@ -87,11 +87,11 @@ func TestInvalidNames(t *testing.T) {
 		{Table: strings.Repeat("t", 49)},
 		{Table: "1records"},
 	} {
-		if err := ledgerpg.Migrate(context.Background(), pool, &cfg); !errors.Is(err, ledger.ErrInvalid) {
-			t.Errorf("Migrate(%+v): %v, want ledger.ErrInvalid", cfg, err)
+		if err := ledgerpg.Migrate(context.Background(), pool, &cfg); !errors.Is(err, ledger.ErrConfig) {
+			t.Errorf("Migrate(%+v): %v, want ledger.ErrConfig", cfg, err)
 		}
-		if _, err := ledgerpg.New(pool, &cfg); !errors.Is(err, ledger.ErrInvalid) {
-			t.Errorf("New(%+v): %v, want ledger.ErrInvalid", cfg, err)
+		if _, err := ledgerpg.New(pool, &cfg); !errors.Is(err, ledger.ErrConfig) {
+			t.Errorf("New(%+v): %v, want ledger.ErrConfig", cfg, err)
 		}
 	}
 }
@@ -121,8 +121,8 @@ func TestOpenURL(t *testing.T) {
 		t.Errorf("rows in %s.ledger: %d, %v; want 1", schema, n, err)
 	}
 	for _, bad := range []string{"mysql://localhost/x", "postgres://localhost/x?table=a-b", "::"} {
-		if _, _, err := ledgerpg.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrInvalid) {
-			t.Errorf("OpenURL(%q): %v, want ledger.ErrInvalid", bad, err)
+		if _, _, err := ledgerpg.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrConfig) {
+			t.Errorf("OpenURL(%q): %v, want ledger.ErrConfig", bad, err)
 		}
 	}
 }

@@ -80,7 +80,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 	}
 	if !nameRE.MatchString(c.Schema) || len(c.Schema) > 63 || !nameRE.MatchString(c.Table) || len(c.Table) > 48 {
 		return c, fmt.Errorf("ledgerpg: %w: schema %q or table %q is not a plain name (letters, digits, _; table up to 48 bytes)",
-			ledger.ErrInvalid, c.Schema, c.Table)
+			ledger.ErrConfig, c.Schema, c.Table)
 	}
 	return c, nil
 }

@@ -19,7 +19,7 @@ import (
 func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), error) {
 	u, err := url.Parse(rawurl)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, nil, fmt.Errorf("ledgerpg: %w: want a postgres:// URL, got %q", ledger.ErrInvalid, redact(u))
+		return nil, nil, fmt.Errorf("ledgerpg: %w: want a postgres:// URL, got %q", ledger.ErrConfig, redact(u))
 	}
 	var c Config
 	if cfg != nil {
@@ -37,7 +37,7 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	u.RawQuery = q.Encode()
 	pc, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("ledgerpg: %w: %s: %v", ledger.ErrInvalid, redact(u), err)
+		return nil, nil, fmt.Errorf("ledgerpg: %w: %s: %v", ledger.ErrConfig, redact(u), err)
 	}
 	if _, err := c.withDefaults(); err != nil {
 		return nil, nil, err
