@@ -44,8 +44,8 @@ func TestOpenURL(t *testing.T) {
 		url + "?unknown_option=1",
 		"http://127.0.0.1:6379",
 	} {
-		if _, _, err := ledgerredis.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrInvalid) {
-			t.Errorf("OpenURL(%s) = %v, want ErrInvalid", bad, err)
+		if _, _, err := ledgerredis.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrConfig) {
+			t.Errorf("OpenURL(%s) = %v, want ErrConfig", bad, err)
 		}
 	}
 

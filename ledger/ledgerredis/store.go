@@ -114,7 +114,7 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	}
 	u, err := url.Parse(rawurl)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: ledgerredis: %v", ledger.ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: ledgerredis: %v", ledger.ErrConfig, err)
 	}
 	q := u.Query()
 	if v := q.Get("prefix"); v != "" {
@@ -123,14 +123,14 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	if v := q.Get("wait"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, nil, fmt.Errorf("%w: ledgerredis: wait=%q is not a number of replicas", ledger.ErrInvalid, v)
+			return nil, nil, fmt.Errorf("%w: ledgerredis: wait=%q is not a number of replicas", ledger.ErrConfig, v)
 		}
 		c.WaitReplicas = n
 	}
 	if v := q.Get("wait_timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return nil, nil, fmt.Errorf("%w: ledgerredis: wait_timeout=%q is not a positive duration", ledger.ErrInvalid, v)
+			return nil, nil, fmt.Errorf("%w: ledgerredis: wait_timeout=%q is not a positive duration", ledger.ErrConfig, v)
 		}
 		c.WaitTimeout = d
 	}
@@ -140,7 +140,7 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	u.RawQuery = q.Encode()
 	opts, err := redis.ParseURL(u.String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ledger.ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: %v", ledger.ErrConfig, err)
 	}
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
