@@ -65,7 +65,13 @@ func withLedger(cmd *cobra.Command, url string, create bool, fn func(ctx context
 		return err
 	}
 	defer l.Close()
-	return fn(ctx, l)
+	err = fn(ctx, l)
+	// Name the ledger in every error of an operation on it.
+	var ce *cliError
+	if errors.As(err, &ce) && !strings.Contains(ce.err.Error(), l.URL) {
+		ce.err = fmt.Errorf("ledger %s: %w", l.URL, ce.err)
+	}
+	return err
 }
 
 func newLedgerCmd() *cobra.Command {

@@ -33,6 +33,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
@@ -235,7 +236,9 @@ func openDynamo(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 			return nil, fmt.Errorf("%w: unknown parameter %q (region, endpoint)", ErrConfig, k)
 		}
 	}
-	var opts []func(*config.LoadOptions) error
+	// The SDK's own log lines (credential fallbacks) would interleave
+	// with the program's output; failures come back as errors.
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 	if r := q.Get("region"); r != "" {
 		opts = append(opts, config.WithRegion(r))
 	}
