@@ -139,6 +139,9 @@ func Open(ctx context.Context, raw string, cfg *Config) (*Ledger, error) {
 		return nil, &Error{URL: redactRaw(raw), Err: fmt.Errorf("%w: not a URL", ErrConfig)}
 	}
 	shown := u.Redacted()
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		return nil, &Error{URL: shown, Err: fmt.Errorf("%w: not a URL: %v", ErrConfig, err)}
+	}
 	open, ok := openers[u.Scheme]
 	if !ok {
 		return nil, &Error{URL: shown, Err: fmt.Errorf("%w: unknown scheme %q (known: %s)", ErrConfig, u.Scheme, strings.Join(Schemes(), ", "))}
