@@ -18,7 +18,9 @@ import (
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers/mail"
+	"github.com/idemkit/idemkit/reconcile"
 )
 
 func TestKey(t *testing.T) {
@@ -275,16 +277,33 @@ func TestReconcile(t *testing.T) {
 	if _, err := mail.New(srv.URL, nil).Send(ctx, "key-2", mail.Message{From: "s@example.com", To: "c@example.com", Subject: "Hi", Text: "Hello"}); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, nil, append(args, "--watch", "--interval", "20ms", "--json")...)
-	var res struct {
+	// A record whose retention ended two days ago.
+	old := ledgertest.NewClock(time.Now().Add(-72 * time.Hour))
+	s2, err := ledgersqlite.Open(ctx, path, &ledgersqlite.Config{Clock: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.Claim(ctx, ledger.ClaimParams{Key: "key-old", Owner: "o", LeaseUntil: old.Now().Add(time.Minute), ExpiresAt: old.Now().Add(24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, nil, append(args, "--watch", "--interval", "20ms", "--purge", "--json")...)
+	var out1 struct {
 		Resolution *resolution `json:"resolution"`
 	}
-	if err := json.Unmarshal([]byte(p.line(t)), &res); err != nil || res.Resolution == nil ||
-		res.Resolution.Key != "key-2" || res.Resolution.State != ledger.StateDone {
-		t.Errorf("--watch --json first line: %+v %v", res.Resolution, err)
+	if err := json.Unmarshal([]byte(p.line(t)), &out1); err != nil || out1.Resolution == nil ||
+		out1.Resolution.Key != "key-2" || out1.Resolution.State != ledger.StateDone {
+		t.Errorf("--watch --json first line: %+v %v", out1.Resolution, err)
 	}
-	p.line(t) // the sweep's report
-	p.line(t) // a second sweep: the loop goes on
+	if rep := decodeJSON[map[string]reconcile.Report](t, p.line(t)); rep["sweep"].Done != 1 {
+		t.Errorf("first sweep: %+v", rep)
+	}
+	if n := decodeJSON[map[string]int](t, p.line(t)); n["purged"] != 1 {
+		t.Errorf("first purge: %v, want the expired record", n)
+	}
+	if rep := decodeJSON[map[string]reconcile.Report](t, p.line(t)); rep["sweep"].Examined != 0 {
+		t.Errorf("second sweep: %+v, want nothing left", rep)
+	}
 	if code := p.stop(t); code != 0 {
 		t.Errorf("reconcile --watch exit %d after SIGTERM, want 0; stderr %q", code, p.stderr.String())
 	}

@@ -124,6 +124,7 @@ func newReconcileCmd() *cobra.Command {
 		interval time.Duration
 		minAge   time.Duration
 		run      string
+		purge    bool
 		asJSON   bool
 	)
 	cmd := &cobra.Command{
@@ -158,6 +159,7 @@ Several sweepers may run at once: each claims a record before acting.`,
 	f.DurationVar(&interval, "interval", time.Minute, "time between sweeps with --watch")
 	f.DurationVar(&minAge, "min-age", 0, "leave alone uncertain records settled less than this long ago")
 	f.StringVar(&run, "run", "", "only the records of this run")
+	f.BoolVar(&purge, "purge", false, "after each sweep, delete expired records (SQLite; DynamoDB's TTL does it itself)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line: each resolution, then the sweep's report")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if len(toolMap) == 0 {
@@ -182,10 +184,29 @@ Several sweepers may run at once: each claims a record before acting.`,
 			out := cmd.OutOrStdout()
 			store := &observed{Store: l, report: func(r resolution) { printResolution(out, r, asJSON) }}
 			sw := reconcile.NewSweeper(store, tools, &reconcile.SweeperConfig{MinAge: minAge, RunID: run})
-			report := func(rep reconcile.Report, err error) { printReport(cmd, rep, err, asJSON) }
+			purger, _ := l.Store.(ledger.Purger)
+			purgeExpired := func(ctx context.Context) error {
+				if !purge || purger == nil {
+					return nil
+				}
+				n, err := purger.Purge(ctx, time.Now())
+				if err == nil {
+					printPurged(out, n, asJSON)
+				}
+				return err
+			}
+			report := func(rep reconcile.Report, err error) {
+				printReport(cmd, rep, err, asJSON)
+				if err := purgeExpired(ctx); err != nil && ctx.Err() == nil {
+					fmt.Fprintln(cmd.ErrOrStderr(), "idem: purge: "+oneLine(err.Error()))
+				}
+			}
 			if !watch {
 				rep, err := sw.Sweep(ctx)
 				printReport(cmd, rep, nil, asJSON)
+				if err == nil {
+					err = purgeExpired(ctx)
+				}
 				if err != nil {
 					return ledgerErr(err)
 				}
@@ -220,6 +241,14 @@ func printResolution(w io.Writer, r resolution, asJSON bool) {
 		detail = r.Ref + ": " + detail
 	}
 	fmt.Fprintf(w, "%s  %s  %s\n", shortKey(r.Key), c.paint(stateColour(string(r.State)), fmt.Sprintf("%-9s", r.State)), detail)
+}
+
+func printPurged(w io.Writer, n int, asJSON bool) {
+	if asJSON {
+		_ = json.NewEncoder(w).Encode(map[string]int{"purged": n})
+		return
+	}
+	fmt.Fprintf(w, "purged %d expired records\n", n)
 }
 
 func printReport(cmd *cobra.Command, rep reconcile.Report, err error, asJSON bool) {
