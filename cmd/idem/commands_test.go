@@ -76,7 +76,7 @@ func mustJSON(v any) string {
 type started struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
-	stderr *strings.Builder
+	stderr *lockedBuffer
 	once   sync.Once
 	done   chan struct{}
 }
@@ -91,7 +91,7 @@ func start(t *testing.T, env []string, args ...string) *started {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &started{cmd: cmd, stdout: bufio.NewReader(out), stderr: &strings.Builder{}, done: make(chan struct{})}
+	p := &started{cmd: cmd, stdout: bufio.NewReader(out), stderr: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -102,6 +102,24 @@ func start(t *testing.T, env []string, args ...string) *started {
 		<-p.done
 	})
 	return p
+}
+
+// lockedBuffer collects a running process's stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // wait reads stdout to its end and reaps the process, in the background.
@@ -333,5 +351,30 @@ func TestDemo(t *testing.T) {
 	ls := idem(t, nil, "ledger", "ls", "--ledger", res.Ledger, "--json", "--limit", "1000").wantOK(t)
 	if n := len(decodeJSON[[]recordJSON](t, ls.stdout)); n != res.Idem.Intended {
 		t.Errorf("the demo's ledger has %d records, want one per action (%d)", n, res.Idem.Intended)
+	}
+}
+
+// TestRunDemo runs the demo in the test process, where the race detector
+// sees its concurrency (parallel resumes, double approvals, workers).
+func TestRunDemo(t *testing.T) {
+	t.Parallel()
+	steps := map[string]int{}
+	var mu sync.Mutex
+	res, err := runDemo(context.Background(), demoOptions{runs: 6, seed: 3, faults: 0.3, dir: t.TempDir()}, func(side string) {
+		mu.Lock()
+		defer mu.Unlock()
+		steps[side]++
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Idem.Duplicates != 0 || res.Idem.Lost != 0 || res.Idem.Intended == 0 {
+		t.Errorf("idemkit side: %+v", res.Idem)
+	}
+	if res.Naive.Duplicates == 0 {
+		t.Errorf("naive side: no duplicates: %+v", res.Naive)
+	}
+	if steps["naive"] != 6 || steps["idemkit"] != 6 {
+		t.Errorf("progress steps %v, want 6 per side", steps)
 	}
 }

@@ -176,7 +176,7 @@ type worker struct {
 }
 
 func newWorker(seed int64, rate float64) (*worker, error) {
-	w := &worker{clock: &fakeClock{t: time.Now().Truncate(time.Millisecond)}, conns: newConnTracker(), rate: rate, seed: seed,
+	w := &worker{clock: &fakeClock{t: time.Now().Truncate(time.Millisecond)}, conns: newConnTracker(), rate: rate,
 		tallies: map[*scenario]*tally{}}
 	set, err := startFakes(fakeConfig{seed: seed, clock: w.clock.Now, indexLag: indexLag, conns: w.conns})
 	if err != nil {

@@ -31,11 +31,11 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bin = filepath.Join(dir, "idem")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+	// Without the race detector: an instrumented binary starts several
+	// times slower, and the tests start it often. TestRunDemo runs the
+	// concurrent part, the demo, in this process, under -race when the
+	// tests are.
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
 	}

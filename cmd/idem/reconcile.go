@@ -84,7 +84,6 @@ type observed struct {
 // resolution is what a sweep did to one record.
 type resolution struct {
 	Key    string       `json:"key"`
-	Tool   string       `json:"tool,omitempty"`
 	State  ledger.State `json:"state"`
 	Ref    string       `json:"ref,omitempty"`
 	Detail string       `json:"detail"`
