@@ -205,12 +205,14 @@ func (w *worker) setFaults(on bool) {
 	}
 }
 
-// prepare creates the PaymentIntents the refunds refund, before the
-// faults start; the setup is not part of the workload.
+// prepare readies the actions for a side: the model's calls start over,
+// and the PaymentIntents the refunds refund are created before the
+// faults start (the setup is not part of the workload).
 func (w *worker) prepare(ctx context.Context, runs [][]*action) error {
 	st := stripe.New(w.fakes.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey, HTTP: providers.Config{Timeout: recoveryTimeout}})
 	for _, acts := range runs {
 		for _, a := range acts {
+			a.variant = 0
 			if a.sc.label != "stripe refunds" {
 				continue
 			}
@@ -591,14 +593,7 @@ func (w *worker) countIdem(ctx context.Context, s *idemSide, runs [][]*action) {
 	}
 }
 
-func isKind(e fakes.Effect, kinds []string) bool {
-	for _, k := range kinds {
-		if e.Kind == k {
-			return true
-		}
-	}
-	return false
-}
+func isKind(e fakes.Effect, kinds []string) bool { return slices.Contains(kinds, e.Kind) }
 
 // ---- the whole demo ----
 
@@ -644,14 +639,15 @@ func runDemo(ctx context.Context, o demoOptions, progress func(side string)) (*d
 	}
 	path := filepath.Join(o.dir, "idem.db")
 	res := &demoResult{Runs: o.runs, Seed: o.seed, Faults: o.faults, Ledger: "sqlite://" + path}
-	naive := make([]map[*scenario]*tally, workers)
-	idem := make([]map[*scenario]*tally, workers)
+	// tallies[side][worker]
+	tallies := map[string][]map[*scenario]*tally{}
 	for _, side := range []string{"naive", "idemkit"} {
+		tallies[side] = make([]map[*scenario]*tally, workers)
 		var wg sync.WaitGroup
 		errs := make([]error, workers)
 		for id := range workers {
 			wg.Go(func() {
-				errs[id] = playSide(ctx, side, o, int64(id), path, share(id), func() { progress(side) }, naive, idem, id)
+				tallies[side][id], errs[id] = playSide(ctx, side, o, int64(id), path, share(id), func() { progress(side) })
 			})
 		}
 		wg.Wait()
@@ -662,8 +658,8 @@ func runDemo(ctx context.Context, o demoOptions, progress func(side string)) (*d
 	for _, sc := range scenarios {
 		row := demoRow{Provider: sc.label}
 		for id := range workers {
-			row.Naive.add(*naive[id][sc])
-			row.Idem.add(*idem[id][sc])
+			row.Naive.add(*tallies["naive"][id][sc])
+			row.Idem.add(*tallies["idemkit"][id][sc])
 		}
 		res.Naive.add(row.Naive)
 		res.Idem.add(row.Idem)
@@ -673,28 +669,25 @@ func runDemo(ctx context.Context, o demoOptions, progress func(side string)) (*d
 	return res, nil
 }
 
-// playSide plays one worker's share on one side.
-func playSide(ctx context.Context, side string, o demoOptions, id int64, path string, runs [][]*action,
-	progress func(), naive, idem []map[*scenario]*tally, slot int) error {
+// playSide plays one worker's share on one side and returns its counts.
+func playSide(ctx context.Context, side string, o demoOptions, id int64, path string, runs [][]*action, progress func()) (map[*scenario]*tally, error) {
 	w, err := newWorker(o.seed*1000+id, o.faults)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.fakes.close()
 	if err := w.prepare(ctx, runs); err != nil {
-		return err
+		return nil, err
 	}
 	if side == "naive" {
 		w.playNaive(ctx, runs, progress)
-		naive[slot] = w.tallies
-		return nil
+		return w.tallies, nil
 	}
 	l, err := ledgerurl.Open(ctx, "sqlite://"+path, &ledgerurl.Config{Clock: w.clock, Create: true})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer l.Close()
 	w.playIdem(ctx, l, runs, progress)
-	idem[slot] = w.tallies
-	return nil
+	return w.tallies, nil
 }
