@@ -18,10 +18,13 @@ type colours struct{ on bool }
 
 func coloursFor(w io.Writer) colours {
 	f, ok := w.(*os.File)
-	if !ok || os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
-		return colours{}
-	}
-	return colours{on: isatty.IsTerminal(f.Fd())}
+	return colours{on: ok && colourAllowed(isatty.IsTerminal(f.Fd()))}
+}
+
+// colourAllowed reports whether output to a terminal (tty) may be
+// coloured.
+func colourAllowed(tty bool) bool {
+	return tty && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
 }
 
 // ANSI colour codes.
