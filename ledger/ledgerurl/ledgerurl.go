@@ -55,6 +55,7 @@ type Error struct {
 	Err error
 }
 
+// Error names the URL and the cause.
 func (e *Error) Error() string { return fmt.Sprintf("ledger %s: %v", e.URL, e.Err) }
 
 // Unwrap returns the cause, which matches ErrConfig for configuration
