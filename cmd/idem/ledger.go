@@ -54,7 +54,7 @@ func ledgerErr(err error) error {
 	case errors.Is(err, ledger.ErrUnavailable):
 		return opErr(err, "check that the ledger is reachable and the credentials are valid")
 	}
-	return opErr(err, "")
+	return opErr(err, "check the ledger URL, and that the backend is reachable and the credentials are valid")
 }
 
 // withLedger runs fn on the ledger named by *url, closing it afterwards.

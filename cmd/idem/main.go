@@ -48,6 +48,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	code, msg, hint := describe(err, cmd)
+	if hint == "" {
+		hint = "see '" + commandPath(cmd) + " --help'"
+	}
 	line := "idem: " + oneLine(msg)
 	if hint != "" {
 		line += " (hint: " + oneLine(hint) + ")"
@@ -83,11 +86,14 @@ func describe(err error, cmd *cobra.Command) (int, string, string) {
 	if errors.As(err, &ce) {
 		return ce.code, ce.err.Error(), ce.hint
 	}
-	path := "idem"
-	if cmd != nil {
-		path = cmd.CommandPath()
+	return exitUsage, err.Error(), "see '" + commandPath(cmd) + " --help'"
+}
+
+func commandPath(cmd *cobra.Command) string {
+	if cmd == nil {
+		return "idem"
 	}
-	return exitUsage, err.Error(), "see '" + path + " --help'"
+	return cmd.CommandPath()
 }
 
 func oneLine(s string) string {
