@@ -209,7 +209,8 @@ func (w *worker) setFaults(on bool) {
 // and the PaymentIntents the refunds refund are created before the
 // faults start (the setup is not part of the workload).
 func (w *worker) prepare(ctx context.Context, runs [][]*action) error {
-	st := stripe.New(w.fakes.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey, HTTP: providers.Config{Timeout: recoveryTimeout}})
+	st := stripe.New(w.fakes.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey,
+		HTTP: providers.Config{HTTPClient: w.conns.client(), Timeout: recoveryTimeout}})
 	for _, acts := range runs {
 		for _, a := range acts {
 			a.variant = 0

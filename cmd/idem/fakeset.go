@@ -181,31 +181,39 @@ func newConnTracker() *connTracker {
 	return &connTracker{open: map[string]int{}, changed: make(chan struct{})}
 }
 
-func (t *connTracker) add(addr string, n int) {
+// change applies fn to the open connections and wakes the waiters.
+func (t *connTracker) change(fn func(open map[string]int)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.open[addr] += n; t.open[addr] == 0 {
-		delete(t.open, addr)
-	}
+	fn(t.open)
 	close(t.changed)
 	t.changed = make(chan struct{})
 }
 
-// serverState is an http.Server ConnState hook.
+// serverState is an http.Server ConnState hook. Connections of other
+// clients (kept alive, closed whenever) are not counted.
 func (t *connTracker) serverState(c net.Conn, s http.ConnState) {
-	if s == http.StateClosed || s == http.StateHijacked {
-		t.add(c.RemoteAddr().String(), -1)
+	if s != http.StateClosed && s != http.StateHijacked {
+		return
 	}
+	addr := c.RemoteAddr().String()
+	t.change(func(open map[string]int) {
+		if open[addr]--; open[addr] <= 0 {
+			delete(open, addr)
+		}
+	})
 }
 
-// dial is the client's DialContext.
+// dial is the client's DialContext. The connection is counted before
+// any request can be written on it, so its server side ends after.
 func (t *connTracker) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
-	t.add(c.LocalAddr().String(), 1)
+	local := c.LocalAddr().String()
+	t.change(func(open map[string]int) { open[local]++ })
 	return c, nil
 }
 
