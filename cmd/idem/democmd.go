@@ -41,7 +41,7 @@ Exit status 1 if idemkit's side shows a duplicate or a lost action.`,
 	f.IntVar(&o.runs, "runs", 200, "agent runs per side")
 	f.Int64Var(&o.seed, "seed", 1, "seed of the workload and of the faults")
 	f.Float64Var(&o.faults, "faults", 0.15, "fraction (0 to 1) of provider requests that get a random fault")
-	f.StringVar(&o.dir, "dir", "", "directory of the SQLite ledger idem.db (default: a temporary directory, removed afterwards)")
+	f.StringVar(&o.dir, "dir", "", "keep the SQLite ledger idem.db in this directory, for idem ledger (its times are the demo's simulated clock); default: a temporary directory, removed afterwards")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if o.runs < 1 {
