@@ -1,5 +1,7 @@
 # idemkit — build and test.
 #
+#   make demo    a seeded agent workload under faults: a plain retrying
+#                client vs idemkit (DEMO_FLAGS, e.g. --runs 500 --seed 7)
 #   make test    go vet, then every test under the race detector (what CI runs)
 #   make bench   the benchmarks with their raw floors
 #   make chaos   a long seeded chaos run (CHAOS_RUNS, CHAOS_SEED)
@@ -9,7 +11,11 @@ GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: test vet bench chaos clean lambda-build
+.PHONY: demo test vet bench chaos clean lambda-build
+
+DEMO_FLAGS ?=
+demo:
+	$(GO) run ./cmd/idem demo $(DEMO_FLAGS)
 
 # The DynamoDB tests install and start their own dynalite (tools/dynalite,
 # npm ci from the committed lockfile) through ledgerdynamo/dynalitetest.

@@ -283,12 +283,22 @@ type binding struct {
 // [prefix..., [[path, value], ...]] and a human description of the fields,
 // and appends the bound value of every present field to *bound.
 func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) (string, string, error) {
+	canon, desc, err := canonicalFields(prefix, tool, obj, fields, required, bound)
+	if err != nil {
+		return "", "", err
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), desc, nil
+}
+
+// canonicalFields returns the canonical JSON that hashFields hashes.
+func canonicalFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) ([]byte, string, error) {
 	pairs := make([]any, 0, len(fields))
 	var desc strings.Builder
 	for i, f := range fields {
 		v, present, err := fieldValue(tool, obj, f, required)
 		if err != nil {
-			return "", "", err
+			return nil, "", err
 		}
 		pairs = append(pairs, []any{f.Path, v})
 		if present {
@@ -301,14 +311,13 @@ func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, r
 	}
 	doc, err := json.Marshal(append(prefix, pairs))
 	if err != nil {
-		return "", "", &InputError{Tool: tool, Err: ErrFieldType, Msg: err.Error()}
+		return nil, "", &InputError{Tool: tool, Err: ErrFieldType, Msg: err.Error()}
 	}
 	canon, err := jcs.Transform(doc)
 	if err != nil {
-		return "", "", &InputError{Tool: tool, Err: ErrFieldType, Msg: "cannot canonicalize: " + err.Error()}
+		return nil, "", &InputError{Tool: tool, Err: ErrFieldType, Msg: "cannot canonicalize: " + err.Error()}
 	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), desc.String(), nil
+	return canon, desc.String(), nil
 }
 
 // scopeOf returns the scope element of the key.
@@ -339,16 +348,35 @@ func (t *Tool) Key(runID string, call Call, maxInputBytes int) (string, error) {
 	return id.key, err
 }
 
-func (t *Tool) identify(runID string, call Call, maxInputBytes int) (identity, error) {
+// CanonicalIdentity returns the RFC 8785 canonical JSON that Key hashes,
+// [scope, tool, [[field, value], ...]] with the normalized identity
+// values: what two calls must share to be the same action.
+func (t *Tool) CanonicalIdentity(runID string, call Call, maxInputBytes int) ([]byte, error) {
+	obj, scope, err := t.parse(runID, call, maxInputBytes)
+	if err != nil {
+		return nil, err
+	}
+	var bound []binding
+	canon, _, err := canonicalFields([]any{scope, t.Name}, t.Name, obj, t.Identity, true, &bound)
+	return canon, err
+}
+
+// parse decodes a call's input and resolves the key's scope.
+func (t *Tool) parse(runID string, call Call, maxInputBytes int) (map[string]any, string, error) {
 	obj, err := ParseInput(call.Input, maxInputBytes)
 	if err != nil {
 		var ie *InputError
 		if errors.As(err, &ie) {
 			ie.Tool = t.Name
 		}
-		return identity{}, err
+		return nil, "", err
 	}
 	scope, err := t.scopeOf(runID, call.Tenant)
+	return obj, scope, err
+}
+
+func (t *Tool) identify(runID string, call Call, maxInputBytes int) (identity, error) {
+	obj, scope, err := t.parse(runID, call, maxInputBytes)
 	if err != nil {
 		return identity{}, err
 	}

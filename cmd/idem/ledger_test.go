@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+// seed writes one record in each situation an operator meets, through
+// the Store API on clock, which starts at the wall clock.
+func seed(t *testing.T, s ledger.Store, clock *ledgertest.Clock) {
+	t.Helper()
+	ctx := context.Background()
+	now := clock.Now()
+	at := func(d time.Duration) { clock.Set(now.Add(d)) }
+	claim := func(key, run string, lease, expires time.Duration) {
+		t.Helper()
+		cr, err := s.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: run, Owner: "owner-" + key,
+			LeaseUntil: clock.Now().Add(lease), Fingerprint: "fp", ExpiresAt: clock.Now().Add(expires)})
+		if err != nil || !cr.Claimed {
+			t.Fatalf("claim %s: %+v %v", key, cr, err)
+		}
+	}
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	at(-50 * time.Minute)
+	claim("k-done", "run-a", time.Minute, 24*time.Hour)
+	check(s.Complete(ctx, "k-done", "owner-k-done", ledger.Completion{Summary: "message msg_1 sent", Ref: "msg_1"}))
+	at(-40 * time.Minute)
+	claim("k-failed", "run-a", time.Minute, 24*time.Hour)
+	check(s.Fail(ctx, "k-failed", "owner-k-failed", ledger.Failure{Definite: true, Reason: "400 invalid address"}))
+	at(-30 * time.Minute)
+	claim("k-uncertain", "run-b", time.Minute, 24*time.Hour)
+	check(s.Fail(ctx, "k-uncertain", "owner-k-uncertain", ledger.Failure{Reason: "timeout after the request was sent"}))
+	at(-2 * time.Hour)
+	claim("k-abandoned", "run-b", time.Hour, 24*time.Hour)
+	at(-10 * time.Minute)
+	claim("k-live", "run-c", 2*time.Hour, 24*time.Hour)
+	at(0)
+}
+
+// newSQLiteLedger creates a ledger file with idem ledger init and seeds it.
+func newSQLiteLedger(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	url := "sqlite://" + path
+	if r := idem(t, nil, "ledger", "init", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "ready") {
+		t.Errorf("init: %q", r.stdout)
+	}
+	clock := ledgertest.NewClock(time.Now())
+	s, err := ledgersqlite.Open(context.Background(), path, &ledgersqlite.Config{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	seed(t, s, clock)
+	return url
+}
+
+func keysOf(t *testing.T, stdout string) []string {
+	t.Helper()
+	var keys []string
+	for _, r := range decodeJSON[[]recordJSON](t, stdout) {
+		keys = append(keys, r.Key)
+	}
+	return keys
+}
+
+// testLedgerOps drives ls, show, stuck and resolve on a seeded ledger.
+func testLedgerOps(t *testing.T, url string, env []string) {
+	ls := idem(t, env, "ledger", "ls", "--ledger", url).wantOK(t)
+	rows := lines(ls.stdout)
+	if len(rows) != 6 || !strings.HasPrefix(rows[0], "KEY") || !strings.HasPrefix(rows[1], "k-live") {
+		t.Errorf("ls: want a header and 5 records, newest first:\n%s", ls.stdout)
+	}
+	if got := keysOf(t, idem(t, env, "ledger", "ls", "--ledger", url, "--json").wantOK(t).stdout); !slices.Equal(got,
+		[]string{"k-live", "k-uncertain", "k-failed", "k-done", "k-abandoned"}) {
+		t.Errorf("ls --json: %v", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--state", "uncertain"}, []string{"k-uncertain"}},
+		{[]string{"--run", "run-a"}, []string{"k-failed", "k-done"}},
+		{[]string{"--tool", "other"}, nil},
+		{[]string{"--older-than", "35m"}, []string{"k-failed", "k-done", "k-abandoned"}},
+		{[]string{"--limit", "2", "--page", "2"}, []string{"k-failed", "k-done"}},
+	} {
+		r := idem(t, env, append([]string{"ledger", "ls", "--ledger", url, "--json"}, tc.args...)...).wantOK(t)
+		if got := keysOf(t, r.stdout); !slices.Equal(got, tc.want) {
+			t.Errorf("ls %v: %v, want %v", tc.args, got, tc.want)
+		}
+	}
+	if got := keysOf(t, idem(t, env, "ledger", "stuck", "--ledger", url, "--json").wantOK(t).stdout); !slices.Equal(got,
+		[]string{"k-abandoned", "k-uncertain"}) {
+		t.Errorf("stuck: %v, want the abandoned pending record and the uncertain one, oldest first", got)
+	}
+
+	show := idem(t, env, "ledger", "show", "k-done", "--ledger", url).wantOK(t)
+	for _, want := range []string{"k-done", "done", "message msg_1 sent", "msg_1", "run-a", "ago)"} {
+		if !strings.Contains(show.stdout, want) {
+			t.Errorf("show does not print %q:\n%s", want, show.stdout)
+		}
+	}
+	idem(t, env, "ledger", "show", "k-nope", "--ledger", url).wantError(t, exitOperational, "not found", url)
+
+	// Resolve: refused on a live claim; usage errors; then settles the
+	// uncertain record, keeping who did it.
+	idem(t, env, "ledger", "resolve", "k-live", "--ledger", url, "--failed", "--reason", "checked").
+		wantError(t, exitOperational, "live lease")
+	idem(t, env, "ledger", "resolve", "k-uncertain", "--ledger", url, "--failed").wantError(t, exitUsage, "--reason")
+	idem(t, env, "ledger", "resolve", "k-uncertain", "--ledger", url, "--done", "--failed").wantError(t, exitUsage, "exactly one")
+	idem(t, env, "ledger", "resolve", "k-done", "--ledger", url, "--failed", "--reason", "x").wantError(t, exitOperational, "cannot be resolved")
+	r := idem(t, env, "ledger", "resolve", "k-uncertain", "--ledger", url, "--done", "--ref", "msg_9",
+		"--summary", "message msg_9 found in the provider's log", "--by", "alice", "--json").wantOK(t)
+	rec := decodeJSON[recordJSON](t, r.stdout)
+	if rec.State != ledger.StateDone || rec.Ref != "msg_9" || rec.ResolvedBy != "alice" {
+		t.Errorf("resolve --done: %+v", rec)
+	}
+	r = idem(t, env, "ledger", "resolve", "k-abandoned", "--ledger", url, "--failed", "--reason", "no such message", "--by", "bob", "--json").wantOK(t)
+	if rec := decodeJSON[recordJSON](t, r.stdout); rec.State != ledger.StateFailed || rec.ResolvedBy != "bob" {
+		t.Errorf("resolve --failed: %+v", rec)
+	}
+	if got := keysOf(t, idem(t, env, "ledger", "stuck", "--ledger", url, "--json").wantOK(t).stdout); len(got) != 0 {
+		t.Errorf("stuck after resolving: %v", got)
+	}
+}
+
+func TestLedgerSQLite(t *testing.T) {
+	t.Parallel()
+	url := newSQLiteLedger(t)
+	testLedgerOps(t, url, nil)
+	// IDEM_LEDGER is the default.
+	if got := keysOf(t, idem(t, []string{EnvLedger + "=" + url}, "ledger", "ls", "--json", "--state", "failed").wantOK(t).stdout); len(got) != 2 {
+		t.Errorf("ls with %s: %v", EnvLedger, got)
+	}
+}
+
+func TestLedgerPurgeSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	clock := ledgertest.NewClock(time.Now().Add(-72 * time.Hour))
+	s, err := ledgersqlite.Open(context.Background(), path, &ledgersqlite.Config{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, k := range []string{"old-1", "old-2"} {
+		if _, err := s.Claim(context.Background(), ledger.ClaimParams{Key: k, Owner: "o", LeaseUntil: clock.Now().Add(time.Minute),
+			ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "sqlite://" + path
+	r := idem(t, nil, "ledger", "purge", "--ledger", url, "--before", "80h", "--json").wantOK(t)
+	if got := decodeJSON[map[string]int](t, r.stdout)["purged"]; got != 0 {
+		t.Errorf("purge --before 80h purged %d, want 0 (they expired 71h ago)", got)
+	}
+	r = idem(t, nil, "ledger", "purge", "--ledger", url).wantOK(t)
+	if !strings.Contains(r.stdout, "purged 2 expired records") {
+		t.Errorf("purge: %q", r.stdout)
+	}
+}
+
+func TestLedgerURLErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	notDB := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notDB, []byte("these are not the records you are looking for\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "fresh.db")
+	for _, tc := range []struct {
+		name, url string
+		parts     []string
+	}{
+		{"unknown scheme", "mongodb://localhost/idem", []string{"unknown scheme \"mongodb\"", "mongodb://localhost/idem"}},
+		{"missing directory", "sqlite://" + filepath.Join(dir, "no", "such", "dir", "idem.db"), []string{"does not exist", "no/such/dir"}},
+		{"not a database", "sqlite://" + notDB, []string{"not a SQLite database", notDB}},
+		{"missing file", "sqlite://" + missing, []string{"does not exist", "idem ledger init"}},
+		{"a directory", "sqlite://" + dir, []string{"is a directory"}},
+		{"sqlite parameters", "sqlite://" + missing + "?mode=ro", []string{"only a path"}},
+		{"dynamodb without table", "dynamodb://?region=us-east-1", []string{"dynamodb://TABLE"}},
+		{"dynamodb without region", "dynamodb://idem", []string{"no AWS region"}},
+		{"dynamodb bad endpoint", "dynamodb://idem?region=us-east-1&endpoint=localhost:8000", []string{"not an http(s) URL"}},
+		{"dynamodb unknown parameter", "dynamodb://idem?region=us-east-1&consistent=yes", []string{"unknown parameter"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			idem(t, nil, "ledger", "ls", "--ledger", tc.url).wantError(t, exitUsage, tc.parts...)
+		})
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("a failed open left %s behind (%v)", missing, err)
+	}
+	if b, _ := os.ReadFile(notDB); !strings.HasPrefix(string(b), "these are") {
+		t.Error("a failed open changed the file")
+	}
+}
+
+// awsEnv gives the AWS SDK static credentials, as a local server needs.
+var awsEnv = []string{"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local"}
+
+func TestLedgerDynamoDB(t *testing.T) {
+	t.Parallel()
+	endpoint := dynalitetest.Endpoint(t)
+	client, table := dynalitetest.ForExamples()
+	url := "dynamodb://" + table + "?region=us-east-1&endpoint=" + endpoint
+	if r := idem(t, awsEnv, "ledger", "init", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, table) {
+		t.Errorf("init: %q", r.stdout)
+	}
+	idem(t, awsEnv, "ledger", "init", "--ledger", url).wantOK(t) // idempotent
+	clock := ledgertest.NewClock(time.Now())
+	seed(t, ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock}), clock)
+	testLedgerOps(t, url, awsEnv)
+	if r := idem(t, awsEnv, "ledger", "purge", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "TTL") {
+		t.Errorf("purge on DynamoDB: %q", r.stdout)
+	}
+}
+
+func TestLedgerDynamoDBUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	url := "dynamodb://idem?region=us-east-1&endpoint=http://" + addr
+	idem(t, awsEnv, "ledger", "ls", "--ledger", url).wantError(t, exitOperational, "unavailable", "reachable")
+	idem(t, awsEnv, "ledger", "show", "k", "--ledger", url).wantError(t, exitOperational, "unavailable")
+	idem(t, awsEnv, "ledger", "init", "--ledger", url).wantError(t, exitOperational, "create table", "connection refused")
+}

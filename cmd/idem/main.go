@@ -1,0 +1,152 @@
+// Command idem shows idemkit at work and operates its ledgers.
+//
+//	idem demo                 a seeded agent workload under faults, naive vs idemkit
+//	idem ledger init|ls|show|stuck|purge|resolve
+//	idem reconcile [--watch]  settle stuck records with the providers
+//	idem key                  derive an action key, to debug identity fields
+//	idem serve-fakes          the fake providers as standalone servers
+//	idem version
+//
+// A ledger is chosen by URL (--ledger, or IDEM_LEDGER): sqlite://path/idem.db
+// (the default, ./idem.db) or dynamodb://TABLE?region=...&endpoint=....
+//
+// Listings print aligned tables (colour only on a terminal, never with
+// NO_COLOR) or JSON with --json. Errors are one line on stderr with a hint;
+// the exit status is 2 for usage and configuration errors, 1 for
+// operational failures.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/idemkit/idemkit"
+)
+
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitOperational = 1
+	exitUsage       = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line args and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
+	}
+	code, msg, hint := describe(err, cmd)
+	if hint == "" {
+		hint = "see '" + commandPath(cmd) + " --help'"
+	}
+	line := "idem: " + oneLine(msg)
+	if hint != "" {
+		line += " (hint: " + oneLine(hint) + ")"
+	}
+	fmt.Fprintln(stderr, line)
+	return code
+}
+
+// cliError is an error with its exit status and a hint for the user.
+type cliError struct {
+	code int
+	err  error
+	hint string
+}
+
+func (e *cliError) Error() string { return e.err.Error() }
+func (e *cliError) Unwrap() error { return e.err }
+
+// usageErr is a usage or configuration error (exit 2).
+func usageErr(hint, format string, args ...any) error {
+	return &cliError{code: exitUsage, err: fmt.Errorf(format, args...), hint: hint}
+}
+
+// opErr is an operational failure (exit 1).
+func opErr(err error, hint string) error {
+	return &cliError{code: exitOperational, err: err, hint: hint}
+}
+
+// describe turns an error into an exit status, a message and a hint.
+// Errors that are not a *cliError come from the command line parser.
+func describe(err error, cmd *cobra.Command) (int, string, string) {
+	var ce *cliError
+	if errors.As(err, &ce) {
+		return ce.code, ce.err.Error(), ce.hint
+	}
+	return exitUsage, err.Error(), "see '" + commandPath(cmd) + " --help'"
+}
+
+func commandPath(cmd *cobra.Command) string {
+	if cmd == nil {
+		return "idem"
+	}
+	return cmd.CommandPath()
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "idem",
+		Short: "Show idemkit at work and operate its ledgers",
+		Long: `idem shows idemkit at work (idem demo) and operates its ledgers.
+
+A ledger is chosen by URL with --ledger or the IDEM_LEDGER environment
+variable: sqlite://path/idem.db (the default: ./idem.db) or
+dynamodb://TABLE?region=REGION[&endpoint=URL] (credentials from the
+standard AWS chain).
+
+Exit status: 0 success, 1 operational failure, 2 usage or configuration error.`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		Version:           idemkit.Version,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageErr("see '"+c.CommandPath()+" --help'", "%v", err)
+	})
+	root.AddCommand(
+		newDemoCmd(),
+		newLedgerCmd(),
+		newReconcileCmd(),
+		newKeyCmd(),
+		newServeFakesCmd(),
+		newVersionCmd(),
+	)
+	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the idemkit version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), map[string]string{"version": idemkit.Version, "user_agent": idemkit.UserAgent})
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "idem "+idemkit.Version)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+)
+
+// bin is the idem binary the tests drive, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "idem-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin = filepath.Join(dir, "idem")
+	// Without the race detector: an instrumented binary starts several
+	// times slower, and the tests start it often. TestRunDemo runs the
+	// concurrent part, the demo, in this process, under -race when the
+	// tests are.
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		return 1
+	}
+	return dynalitetest.Main(m)
+}
+
+// result is what one run of the binary did.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// idem runs the binary with args, in a clean environment plus env.
+func idem(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(baseEnv(t), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("idem %s: %v", strings.Join(args, " "), err)
+	}
+	return result{stdout.String(), stderr.String(), code}
+}
+
+// baseEnv is a minimal environment: no AWS configuration or ledger from
+// the machine running the tests.
+func baseEnv(t *testing.T) []string {
+	home := t.TempDir()
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "AWS_EC2_METADATA_DISABLED=true",
+		"AWS_CONFIG_FILE=" + filepath.Join(home, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(home, "none")}
+}
+
+// wantOK checks a successful run: exit 0 and nothing on stderr.
+func (r result) wantOK(t *testing.T) result {
+	t.Helper()
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q, stdout:\n%s", r.code, r.stderr, r.stdout)
+	}
+	return r
+}
+
+// wantError checks a failed run: the exit status, one line on stderr
+// that contains each of parts and a hint, and no stack trace.
+func (r result) wantError(t *testing.T, code int, parts ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit %d, want %d; stderr %q", r.code, code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "idem: ") || !strings.Contains(lines[0], "(hint: ") {
+		t.Errorf("stderr is not one 'idem: ... (hint: ...)' line: %q", r.stderr)
+	}
+	for _, p := range parts {
+		if !strings.Contains(r.stderr, p) {
+			t.Errorf("stderr %q does not contain %q", r.stderr, p)
+		}
+	}
+	if strings.Contains(r.stderr, "goroutine ") || strings.Contains(r.stderr, "panic") {
+		t.Errorf("stderr has a stack trace: %q", r.stderr)
+	}
+}
+
+func decodeJSON[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("not JSON (%v): %s", err, s)
+	}
+	return v
+}
+
+// lines returns the non-empty lines of s.
+func lines(s string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if strings.TrimSpace(sc.Text()) != "" {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := idem(t, nil, "version").wantOK(t)
+	if r.stdout != "idem 0.2.0\n" && !strings.HasPrefix(r.stdout, "idem ") {
+		t.Errorf("version printed %q", r.stdout)
+	}
+	v := decodeJSON[map[string]string](t, idem(t, nil, "version", "--json").wantOK(t).stdout)
+	if v["version"] == "" || v["user_agent"] != "idemkit/"+v["version"] {
+		t.Errorf("version --json: %v", v)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args  []string
+		parts []string
+	}{
+		{[]string{"frobnicate"}, []string{"unknown command"}},
+		{[]string{"ledger", "ls", "--no-such-flag"}, []string{"unknown flag"}},
+		{[]string{"ledger", "show"}, []string{"accepts 1 arg"}},
+		{[]string{"ledger", "ls", "--state", "sleeping"}, []string{"unknown state"}},
+		{[]string{"demo", "--runs", "0"}, []string{"--runs"}},
+		{[]string{"reconcile"}, []string{"--tool"}},
+		{[]string{"reconcile", "--tool", "send_reply=carrier-pigeon"}, []string{"unknown adapter"}},
+		{[]string{"reconcile", "--tool", "send_reply=mail"}, []string{"--mail-url"}},
+	} {
+		t.Run(strings.Join(tc.args, "_"), func(t *testing.T) {
+			t.Parallel()
+			idem(t, nil, tc.args...).wantError(t, exitUsage, tc.parts...)
+		})
+	}
+}

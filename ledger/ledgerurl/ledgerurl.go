@@ -1,0 +1,272 @@
+// Package ledgerurl opens a ledger.Store from a URL, so that a program
+// lets its operator choose the backend with one string:
+//
+//	sqlite://path/idem.db              the embedded SQLite file (a bare path works too)
+//	sqlite:///var/lib/idem/idem.db     an absolute path
+//	dynamodb://TABLE?region=eu-west-1  a DynamoDB table; credentials from the
+//	                                   standard AWS chain; &endpoint=URL for a
+//	                                   local or compatible server
+//
+// Each scheme is one entry of a table of openers, so a backend is added
+// with one line. A URL that cannot name a usable ledger (unknown scheme,
+// a SQLite file in a missing directory or a file that is not a database,
+// no AWS region) is an *Error matching ErrConfig; a backend that cannot be
+// reached answers later with ledger.ErrUnavailable, as every Store does.
+//
+// Importing this package compiles every backend into the program. A
+// program that needs one backend imports that backend's package instead.
+package ledgerurl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+)
+
+// Default is the ledger a program uses when none is given: a SQLite file
+// in the working directory.
+const Default = "sqlite://idem.db"
+
+// ErrConfig is matched by the errors of a URL that cannot name a usable
+// ledger. Nothing was created or changed.
+var ErrConfig = errors.New("ledgerurl: configuration error")
+
+// Error is a ledger URL that could not be opened: which URL (without
+// credentials), and why.
+type Error struct {
+	URL string
+	Err error
+}
+
+// Error names the URL and the cause.
+func (e *Error) Error() string { return fmt.Sprintf("ledger %s: %v", e.URL, e.Err) }
+
+// Unwrap returns the cause, which matches ErrConfig for configuration
+// errors and ledger.ErrUnavailable for a backend that could not be reached.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Config tunes Open. A nil *Config gives the defaults.
+type Config struct {
+	// Clock is the stores' clock (default: the system clock).
+	Clock ledger.Clock
+	// Create lets Open create a SQLite file that does not exist yet (its
+	// directory must exist). Without it a missing file is an ErrConfig:
+	// an operator's typo must not leave an empty ledger behind.
+	Create bool
+}
+
+// Ledger is an open ledger: the Store, plus what only its backend knows.
+type Ledger struct {
+	ledger.Store
+	// URL is the URL it was opened from, without credentials.
+	URL string
+
+	close func() error
+	init  func(ctx context.Context) error
+}
+
+// Close releases the store's connections.
+func (l *Ledger) Close() error {
+	if l.close == nil {
+		return nil
+	}
+	return l.close()
+}
+
+// Init prepares the backend for use: a DynamoDB table is created (with
+// its index and TTL) unless it exists; a SQLite file already has its
+// schema once opened.
+func (l *Ledger) Init(ctx context.Context) error {
+	if l.init == nil {
+		return nil
+	}
+	return l.init(ctx)
+}
+
+// opener opens the ledger a parsed URL names.
+type opener func(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error)
+
+// openers maps each URL scheme to its backend.
+var openers = map[string]opener{
+	"sqlite":   openSQLite,
+	"dynamodb": openDynamo,
+}
+
+// Schemes returns the URL schemes Open knows, sorted.
+func Schemes() []string {
+	s := make([]string, 0, len(openers))
+	for k := range openers {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// Open opens the ledger raw names. A string without "://" is a SQLite
+// file path.
+func Open(ctx context.Context, raw string, cfg *Config) (*Ledger, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Clock == nil {
+		c.Clock = ledger.SystemClock{}
+	}
+	if raw == "" {
+		raw = Default
+	}
+	if !strings.Contains(raw, "://") {
+		raw = "sqlite://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, &Error{URL: redactRaw(raw), Err: fmt.Errorf("%w: not a URL", ErrConfig)}
+	}
+	shown := u.Redacted()
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		return nil, &Error{URL: shown, Err: fmt.Errorf("%w: not a URL: %v", ErrConfig, err)}
+	}
+	open, ok := openers[u.Scheme]
+	if !ok {
+		return nil, &Error{URL: shown, Err: fmt.Errorf("%w: unknown scheme %q (known: %s)", ErrConfig, u.Scheme, strings.Join(Schemes(), ", "))}
+	}
+	l, err := open(ctx, u, c)
+	if err != nil {
+		return nil, &Error{URL: shown, Err: err}
+	}
+	l.URL = shown
+	return l, nil
+}
+
+// redactRaw hides what may be a password in a string url.Parse refused.
+func redactRaw(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = "xxxxx@" + rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// sqliteHeader starts every SQLite database file.
+var sqliteHeader = []byte("SQLite format 3\x00")
+
+func openSQLite(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
+	if len(u.Query()) > 0 || u.User != nil || u.Fragment != "" {
+		return nil, fmt.Errorf("%w: a sqlite URL takes only a path", ErrConfig)
+	}
+	path := u.Host + u.Path
+	if u.Opaque != "" {
+		path = u.Opaque
+	}
+	if path == "" {
+		return nil, fmt.Errorf("%w: no file path (sqlite://path/idem.db)", ErrConfig)
+	}
+	if err := checkSQLiteFile(path, cfg.Create); err != nil {
+		return nil, err
+	}
+	s, err := ledgersqlite.Open(ctx, path, &ledgersqlite.Config{Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{Store: s, close: s.Close}, nil
+}
+
+// checkSQLiteFile tells the configuration errors apart before SQLite
+// would create or reject the file.
+func checkSQLiteFile(path string, create bool) error {
+	dir := filepath.Dir(path)
+	switch st, err := os.Stat(dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: directory %s does not exist", ErrConfig, dir)
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	case !st.IsDir():
+		return fmt.Errorf("%w: %s is not a directory", ErrConfig, dir)
+	}
+	f, err := os.Open(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && create:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %s does not exist (idem ledger init creates it)", ErrConfig, path)
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return fmt.Errorf("%w: %s is a directory, not a database file", ErrConfig, path)
+	}
+	head := make([]byte, len(sqliteHeader))
+	n, err := io.ReadFull(f, head)
+	switch {
+	case n == 0 && (err == io.EOF || err == nil):
+		return nil // an empty file becomes a new database
+	case err != nil && !errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: read %s: %v", ErrConfig, path, err)
+	case !bytes.Equal(head[:n], sqliteHeader):
+		return fmt.Errorf("%w: %s is not a SQLite database", ErrConfig, path)
+	}
+	return nil
+}
+
+func openDynamo(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
+	table := u.Host
+	if table == "" || (u.Path != "" && u.Path != "/") {
+		return nil, fmt.Errorf("%w: want dynamodb://TABLE?region=REGION[&endpoint=URL]", ErrConfig)
+	}
+	q := u.Query()
+	for k := range q {
+		if k != "region" && k != "endpoint" {
+			return nil, fmt.Errorf("%w: unknown parameter %q (region, endpoint)", ErrConfig, k)
+		}
+	}
+	// The SDK's own log lines (credential fallbacks) would interleave
+	// with the program's output; failures come back as errors.
+	opts := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
+	if r := q.Get("region"); r != "" {
+		opts = append(opts, config.WithRegion(r))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: AWS configuration: %v", ErrConfig, err)
+	}
+	if awsCfg.Region == "" {
+		return nil, fmt.Errorf("%w: no AWS region: add ?region= or set AWS_REGION", ErrConfig)
+	}
+	var ddbOpts []func(*dynamodb.Options)
+	if ep := q.Get("endpoint"); ep != "" {
+		e, err := url.Parse(ep)
+		if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+			return nil, fmt.Errorf("%w: endpoint %q is not an http(s) URL", ErrConfig, ep)
+		}
+		ddbOpts = append(ddbOpts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
+	}
+	client := dynamodb.NewFromConfig(awsCfg, ddbOpts...)
+	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: cfg.Clock})
+	return &Ledger{
+		Store: s,
+		init: func(ctx context.Context) error {
+			return ledgerdynamo.CreateTable(ctx, client, table, nil)
+		},
+	}, nil
+}

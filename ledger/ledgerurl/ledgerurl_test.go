@@ -1,0 +1,157 @@
+package ledgerurl_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerurl"
+)
+
+func TestMain(m *testing.M) { os.Exit(dynalitetest.Main(m)) }
+
+// roundTrip claims and completes one record through l.
+func roundTrip(t *testing.T, l *ledgerurl.Ledger) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	cr, err := l.Claim(ctx, ledger.ClaimParams{Key: "k1", Tool: "t", RunID: "r", Owner: "o", LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	if err != nil || !cr.Claimed {
+		t.Fatalf("claim: %+v %v", cr, err)
+	}
+	if err := l.Complete(ctx, "k1", "o", ledger.Completion{Summary: "done"}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := l.Get(ctx, "k1"); err != nil || rec.State != ledger.StateDone {
+		t.Fatalf("get: %+v %v", rec, err)
+	}
+}
+
+func TestSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "idem.db")
+	for _, raw := range []string{"sqlite://" + path, path} {
+		if _, err := ledgerurl.Open(ctx, raw, nil); !errors.Is(err, ledgerurl.ErrConfig) {
+			t.Errorf("Open(%q) of a missing file without Create: %v, want ErrConfig", raw, err)
+		}
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("a refused open created the file (%v)", err)
+	}
+	l, err := ledgerurl.Open(ctx, "sqlite://"+path, &ledgerurl.Config{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.URL != "sqlite://"+path {
+		t.Errorf("URL %q", l.URL)
+	}
+	if err := l.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, l)
+	if _, ok := l.Store.(ledger.Purger); !ok {
+		t.Error("the SQLite store does not purge")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A bare path is a SQLite file; now it exists.
+	l, err = ledgerurl.Open(ctx, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if rec, err := l.Get(ctx, "k1"); err != nil || rec.Summary != "done" {
+		t.Errorf("reopened: %+v %v", rec, err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("not a database, just text\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("SQL"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ raw, why string }{
+		{"mongodb://localhost/idem", "unknown scheme"},
+		{"sqlite://" + filepath.Join(dir, "missing", "idem.db"), "does not exist"},
+		{"sqlite://" + text, "not a SQLite database"},
+		{"sqlite://" + short, "not a SQLite database"},
+		{"sqlite://" + dir, "is a directory"},
+		{"sqlite://", "no file path"},
+		{"sqlite://" + text + "?cache=shared", "only a path"},
+		{"dynamodb://", "dynamodb://TABLE"},
+		{"dynamodb://t/extra?region=x", "dynamodb://TABLE"},
+		{"dynamodb://t?region=us-east-1&endpoint=ftp://h", "not an http(s) URL"},
+		{"dynamodb://t?region=us-east-1&consistent=1", "unknown parameter"},
+		{"dynamodb://user:hunter2@t?region=%zz", "not a URL"},
+	} {
+		t.Run(tc.raw, func(t *testing.T) {
+			t.Parallel()
+			_, err := ledgerurl.Open(context.Background(), tc.raw, &ledgerurl.Config{Create: true})
+			var ue *ledgerurl.Error
+			if !errors.Is(err, ledgerurl.ErrConfig) || !errors.As(err, &ue) {
+				t.Fatalf("error %v, want an *Error matching ErrConfig", err)
+			}
+			if !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("error %q does not say %q", err, tc.why)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error %q shows the password", err)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(text); !strings.HasPrefix(string(b), "not a database") {
+		t.Error("a refused open changed the file")
+	}
+}
+
+func TestDynamoDBNeedsRegion(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	_, err := ledgerurl.Open(context.Background(), "dynamodb://idem", nil)
+	if !errors.Is(err, ledgerurl.ErrConfig) || !strings.Contains(err.Error(), "region") {
+		t.Fatalf("error %v, want a configuration error about the region", err)
+	}
+}
+
+func TestDynamoDB(t *testing.T) {
+	endpoint := dynalitetest.Endpoint(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "local")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	_, table := dynalitetest.ForExamples()
+	ctx := context.Background()
+	l, err := ledgerurl.Open(ctx, "dynamodb://"+table+"?region=us-east-1&endpoint="+endpoint, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	roundTrip(t, l)
+	if _, ok := l.Store.(ledger.Purger); ok {
+		t.Error("the DynamoDB store claims to purge; its TTL does")
+	}
+}
+
+func TestSchemes(t *testing.T) {
+	t.Parallel()
+	if got := strings.Join(ledgerurl.Schemes(), ","); got != "dynamodb,sqlite" {
+		t.Errorf("Schemes() = %s", got)
+	}
+}
