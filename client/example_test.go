@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"syscall"
 
 	"github.com/idemkit/idemkit/client"
@@ -202,4 +204,32 @@ func ExampleInvocation_Bind() {
 	// Done: refunded 1000 cents of pi_1
 	// Done: refunded 1000 cents of pi_2
 	// refund_order: keys "amount" and "AMOUNT" in one JSON object differ only in case or Unicode normalization. Nothing was done.
+}
+
+// In an emergency (the ledger is down and the agent must go on), Disabled
+// runs tools directly. Nothing is deduplicated any more, and the logs say
+// so at every call.
+func ExampleNew_disabled() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == "key" {
+				return slog.Attr{} // keep the output stable
+			}
+			return a
+		},
+	}))
+	exec := client.New(ledgermem.New(nil), &client.Config{Disabled: true, Logger: logger})
+	_ = exec.Register(client.Tool{
+		Name:     "send_reply",
+		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
+		Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			return client.Effect{Summary: "reply sent"}, nil
+		},
+	})
+	res, _ := exec.Execute(context.Background(), "run-1", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId": 42}`)})
+	fmt.Println(res.Text)
+	// Output:
+	// level=WARN msg="idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated" env=IDEMKIT_DISABLED
+	// level=WARN msg="idemkit call (DISABLED: not deduplicated)" tool=send_reply run=run-1 attempt=1 outcome=executed
+	// Done: reply sent
 }

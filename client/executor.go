@@ -295,7 +295,11 @@ func (e *Executor) direct(ctx context.Context, t *Tool, id identity, runID strin
 	default:
 		res = r.failed(err, class == ClassDefinite, err.Error())
 	}
-	r.log(ctx, slog.LevelWarn, "idemkit call (DISABLED: not deduplicated)", slog.String("outcome", res.Outcome.String()), slog.Any("err", err))
+	attrs := []slog.Attr{slog.String("outcome", res.Outcome.String())}
+	if err != nil {
+		attrs = append(attrs, slog.Any("cause", err))
+	}
+	r.log(ctx, slog.LevelWarn, "idemkit call (DISABLED: not deduplicated)", attrs...)
 	return res
 }
 

@@ -137,10 +137,11 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	}
 	// The tool holds the first call until every other caller waits on it
 	// inside the in-process merge: then the merge cannot be missed.
-	for deadline := time.Now().Add(time.Minute); mergeWaiters() < n-1; time.Sleep(time.Millisecond) {
+	const creator = "client_test.TestConcurrentDuplicatesRunOnce"
+	for deadline := time.Now().Add(time.Minute); mergeWaiters(creator) < n-1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			close(release)
-			t.Fatalf("only %d of %d duplicates waited on the first call", mergeWaiters(), n-1)
+			t.Fatalf("only %d of %d duplicates waited on the first call", mergeWaiters(creator), n-1)
 		}
 	}
 	close(release)
@@ -158,9 +159,9 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	}
 }
 
-// mergeWaiters counts the goroutines that wait, inside the executor's
-// singleflight group, for an identical call in flight.
-func mergeWaiters() int {
+// mergeWaiters counts the goroutines started by creator that wait, inside
+// the executor's singleflight group, for an identical call in flight.
+func mergeWaiters(creator string) int {
 	buf := make([]byte, 1<<20)
 	for {
 		if k := runtime.Stack(buf, true); k < len(buf) {
@@ -172,7 +173,8 @@ func mergeWaiters() int {
 	n := 0
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "singleflight.(*Group).Do(") && strings.Contains(g, "sync.(*WaitGroup).Wait(") &&
-			!strings.Contains(g, "singleflight.(*Group).doCall(") && strings.Contains(g, "client.(*Executor).Execute(") {
+			!strings.Contains(g, "singleflight.(*Group).doCall(") && strings.Contains(g, "client.(*Executor).Execute(") &&
+			strings.Contains(g, "created by github.com/idemkit/idemkit/"+creator) {
 			n++
 		}
 	}
