@@ -6,6 +6,10 @@
 //	dynamodb://TABLE?region=eu-west-1  a DynamoDB table; credentials from the
 //	                                   standard AWS chain; &endpoint=URL for a
 //	                                   local or compatible server
+//	postgres://user@host:5432/db       a PostgreSQL table (?schema=&table=),
+//	                                   migrated on open (ledgerpg)
+//	redis://host:6379/0?prefix=idem    Redis or Valkey (?wait=N replicas;
+//	                                   rediss:// for TLS) (ledgerredis)
 //
 // Each scheme is one entry of a table of openers, so a backend is added
 // with one line. A URL that cannot name a usable ledger (unknown scheme,
@@ -37,6 +41,8 @@ import (
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 
@@ -45,8 +51,9 @@ import (
 const Default = "sqlite://idem.db"
 
 // ErrConfig is matched by the errors of a URL that cannot name a usable
-// ledger. Nothing was created or changed.
-var ErrConfig = errors.New("ledgerurl: configuration error")
+// ledger. Nothing was created or changed. It is ledger.ErrConfig, which
+// the backends return for the same kind of mistake.
+var ErrConfig = ledger.ErrConfig
 
 // Error is a ledger URL that could not be opened: which URL (without
 // credentials), and why.
@@ -105,8 +112,31 @@ type opener func(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error)
 
 // openers maps each URL scheme to its backend.
 var openers = map[string]opener{
-	"sqlite":   openSQLite,
-	"dynamodb": openDynamo,
+	"sqlite":     openSQLite,
+	"dynamodb":   openDynamo,
+	"postgres":   openPostgres,
+	"postgresql": openPostgres,
+	"redis":      openRedis,
+	"rediss":     openRedis,
+}
+
+// openPostgres opens postgres://user:pass@host:port/db?schema=&table=
+// (ledgerpg.OpenURL, which migrates the table).
+func openPostgres(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
+	s, closePool, err := ledgerpg.OpenURL(ctx, u.String(), &ledgerpg.Config{Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{Store: s, close: func() error { closePool(); return nil }}, nil
+}
+
+// openRedis opens redis://host:port/db?prefix=&wait= (ledgerredis.OpenURL).
+func openRedis(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
+	s, closeClient, err := ledgerredis.OpenURL(ctx, u.String(), &ledgerredis.Config{Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{Store: s, close: func() error { closeClient(); return nil }}, nil
 }
 
 // Schemes returns the URL schemes Open knows, sorted.

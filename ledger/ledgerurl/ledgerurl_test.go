@@ -3,6 +3,7 @@ package ledgerurl_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +12,54 @@ import (
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
 )
 
-func TestMain(m *testing.M) { os.Exit(dynalitetest.Main(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(pgtest.Main(func() int {
+		return redistest.Main(func() int { return dynalitetest.Main(m) })
+	}))
+}
+
+// The server backends open by URL, claim and read back; a malformed URL
+// of theirs is a configuration error.
+func TestServerBackends(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pgURL, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pgURL.Query()
+	q.Set("schema", pgtest.Schema(t, pgtest.Pool(t)))
+	pgURL.RawQuery = q.Encode()
+	rURL := redistest.URL(t)
+	for _, raw := range []string{pgURL.String(), rURL + "?prefix=" + redistest.Prefix(t, rURL)} {
+		l, err := ledgerurl.Open(ctx, raw, nil)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", raw, err)
+		}
+		now := time.Now()
+		p := ledger.ClaimParams{Key: "k-" + t.Name(), Tool: "t", RunID: "r", Owner: "o", Fingerprint: "f",
+			LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+		if res, err := l.Claim(ctx, p); err != nil || !res.Claimed {
+			t.Errorf("%s: claim %+v, %v", l.URL, res, err)
+		}
+		if rec, err := l.Get(ctx, p.Key); err != nil || rec.State != ledger.StatePending {
+			t.Errorf("%s: get %+v, %v", l.URL, rec, err)
+		}
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, bad := range []string{"postgres://127.0.0.1:1/db?pool_max_conns=many", "postgres://127.0.0.1/db?table=no-dashes", "redis://127.0.0.1:1/0?wait=-1"} {
+		if _, err := ledgerurl.Open(ctx, bad, nil); !errors.Is(err, ledgerurl.ErrConfig) {
+			t.Errorf("Open(%q): %v, want ErrConfig", bad, err)
+		}
+	}
+}
 
 // roundTrip claims and completes one record through l.
 func roundTrip(t *testing.T, l *ledgerurl.Ledger) {
@@ -151,7 +196,7 @@ func TestDynamoDB(t *testing.T) {
 
 func TestSchemes(t *testing.T) {
 	t.Parallel()
-	if got := strings.Join(ledgerurl.Schemes(), ","); got != "dynamodb,sqlite" {
+	if got := strings.Join(ledgerurl.Schemes(), ","); got != "dynamodb,postgres,postgresql,redis,rediss,sqlite" {
 		t.Errorf("Schemes() = %s", got)
 	}
 }
