@@ -16,6 +16,22 @@
 // connection (queued in Go, not in SQLite's sleeping busy handler); reads
 // use a small pool of read-only connections.
 //
+// # Reads
+//
+// The read-only connections map the file into memory (PRAGMA mmap_size,
+// 1 GiB of address space each), so that a page missing from a connection's
+// own cache is read from the operating system's page cache without a
+// system call. With the records of a large ledger spread over many more
+// pages than a connection caches, that keeps a replay close to its cost in
+// a small one: in BenchmarkScale (10^6 records against 10^3, paired in
+// every iteration, on a loaded 2-CPU machine) the large/small ratio of a
+// replay was 1.29 to 1.37 without the mapping and 1.04 to 1.42 (mean 1.17)
+// with it, and the replay itself 35 to 55 % faster at both sizes. The price
+// of a mapping is how an I/O error of the disk shows: as a SIGBUS that ends
+// the process, rather than as an error of the call; a crash the ledger
+// survives like any other (claims stay, abandoned ones are reconciled).
+// Writes do not use the mapping.
+//
 // # Group commit
 //
 // One goroutine per Store owns the writing connection. A write (a claim,
@@ -275,6 +291,10 @@ const (
 	extendSQL = `UPDATE records SET lease_until = ?3, expires_at = max(expires_at, ?3), updated_at = ?4` + ownedSQL
 )
 
+// readerMmap is the PRAGMA mmap_size of the read-only connections (see
+// the package documentation, Reads).
+const readerMmap = 1 << 30
+
 // Open opens (creating when missing) the ledger file at path and prepares
 // its schema. path must name a file; several Stores, in one process or in
 // several, may open the same file. A path that cannot hold the ledger is
@@ -323,7 +343,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		s.Close()
 		return nil, s.openError(err)
 	}
-	if s.r, err = sql.Open("sqlite", dsn+"&_query_only=1"); err != nil {
+	if s.r, err = sql.Open("sqlite", dsn+"&_query_only=1&_pragma=mmap_size("+strconv.Itoa(readerMmap)+")"); err != nil {
 		s.Close()
 		return nil, s.unavailable("open", err)
 	}
