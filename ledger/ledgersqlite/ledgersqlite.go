@@ -34,13 +34,14 @@
 //
 // # Group commit
 //
-// One goroutine per Store owns the writing connection. A write (a claim,
-// completion, failure, heartbeat or purge) that finds it idle runs at
-// once, alone, as today's single statement: a lone caller never waits for
-// company. Writes that arrive while a commit is running queue, and the
-// writer takes all of them (up to 256) into the next transaction: one
-// BEGIN IMMEDIATE, their statements in arrival order, one COMMIT, one disk
-// sync. Each write keeps its own answer: a claim that loses to another
+// Whoever commits owns the writing connection. A write (a claim,
+// completion, failure, heartbeat or purge) that finds nobody committing
+// runs at once, on its caller's goroutine, alone, as a single statement: a
+// lone caller never waits for company or for a hand-over to another
+// goroutine. Writes that arrive while a commit is running queue; when it
+// ends, a goroutine takes all of them (up to 256) into the next
+// transaction: one BEGIN IMMEDIATE, their statements in arrival order, one
+// COMMIT, one disk sync. Each write keeps its own answer: a claim that loses to another
 // claim of the same key in its batch is answered with the winner's record,
 // a write of the wrong owner with ledger.ErrNotOwner. A statement or a
 // commit that fails rolls the whole batch back and every write in it
@@ -129,7 +130,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -187,9 +187,8 @@ type Store struct {
 	ident    os.FileInfo // of the file at path when it was opened
 	replaced atomic.Bool // the file at path is no longer ident
 
-	mu     sync.RWMutex // guards closed against the writer's queue
-	closed bool
-	wr     *writer // group commit; nil until Open starts it
+	closed atomic.Bool
+	wr     *writer // group commit; nil until Open has prepared it
 
 	claim, complete, fail, extend *sql.Stmt // on wr.conn
 	blocker, get                  *sql.Stmt // on r
@@ -355,8 +354,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		s.Close()
 		return nil, s.unavailable("open", err)
 	}
-	wr := &writer{conn: conn, ops: make(chan *op, maxBatch), quit: make(chan struct{}), stopped: make(chan struct{}),
-		verify: s.verify, failed: s.unavailable}
+	wr := &writer{conn: conn, verify: s.verify, failed: s.unavailable}
 	type preparer interface {
 		PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 	}
@@ -379,7 +377,6 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		}
 	}
 	s.wr = wr
-	go wr.loop()
 	return s, nil
 }
 
@@ -496,17 +493,12 @@ func (s *Store) replacedError() error {
 // Close closes the store's connections. Writes still queued are answered
 // with an error; later calls fail.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	closed := s.closed
-	s.closed = true
-	s.mu.Unlock()
-	if closed {
+	if s.closed.Swap(true) {
 		return nil
 	}
 	var errs []error
 	if s.wr != nil {
-		close(s.wr.quit)
-		<-s.wr.stopped
+		s.wr.close()
 	}
 	for _, st := range []*sql.Stmt{s.claim, s.complete, s.fail, s.extend, s.blocker, s.get} {
 		if st != nil {
