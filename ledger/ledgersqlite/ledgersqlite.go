@@ -67,7 +67,7 @@
 // already done would run again, and one action could run in both. So Open
 // notes the identity (device and inode) of the file at the path, and every
 // write, once SQLite has committed it, checks that the path still names
-// that file (one stat of the path, about a microsecond beside a synced
+// that file (one stat of the path, a few microseconds beside a synced
 // commit). When it does not, the write reports ErrFileReplaced (a
 // ledger.ErrUnavailable: the caller runs nothing) and so does every later
 // call. Claims answered by a read alone (replays) skip the check: they
