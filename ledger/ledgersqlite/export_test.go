@@ -1,7 +1,9 @@
 package ledgersqlite
 
-// WriterQueue reports how many writes wait for the writer of s and how
-// many are in the batch it is committing.
+// WriterQueue reports how many writes of s wait to be committed and how
+// many are in the batch being committed.
 func WriterQueue(s *Store) (waiting, running int) {
-	return len(s.wr.ops), int(s.wr.running.Load())
+	s.wr.mu.Lock()
+	defer s.wr.mu.Unlock()
+	return len(s.wr.queue), int(s.wr.running.Load())
 }

@@ -47,6 +47,8 @@ func TestPragmas(t *testing.T) {
 				{"reader", s.r, "PRAGMA synchronous", tc.sync},
 				{"reader", s.r, "PRAGMA busy_timeout", tc.busy},
 				{"reader", s.r, "PRAGMA query_only", "1"},
+				{"reader", s.r, "PRAGMA mmap_size", fmt.Sprint(readerMmap)},
+				{"writer", s.wr.conn, "PRAGMA mmap_size", "0"},
 			} {
 				var got string
 				if err := c.db.QueryRowContext(ctx, c.q).Scan(&got); err != nil || got != c.want {
