@@ -26,7 +26,7 @@ func ledgerFlag(cmd *cobra.Command) *string {
 	if def == "" {
 		def = ledgerurl.Default
 	}
-	return cmd.Flags().String("ledger", def, "ledger URL: sqlite://path/idem.db or dynamodb://TABLE?region=R[&endpoint=URL] (env "+EnvLedger+")")
+	return cmd.Flags().String("ledger", def, "ledger URL: sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://... or redis://... (env "+EnvLedger+")")
 }
 
 // openLedger opens the ledger at raw; create lets a SQLite file be made.
@@ -42,7 +42,7 @@ func openLedger(ctx context.Context, raw string, create bool) (*ledgerurl.Ledger
 func ledgerErr(err error) error {
 	switch {
 	case errors.Is(err, ledgerurl.ErrConfig):
-		return &cliError{code: exitUsage, err: err, hint: "a ledger URL is sqlite://path/idem.db or dynamodb://TABLE?region=R[&endpoint=URL]"}
+		return &cliError{code: exitUsage, err: err, hint: "a ledger URL is sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://user@host/db or redis://host:6379/0"}
 	case errors.Is(err, ledger.ErrInvalid):
 		return &cliError{code: exitUsage, err: err, hint: "check the arguments"}
 	case errors.Is(err, ledger.ErrNotFound):

@@ -5,10 +5,12 @@
 //	idem reconcile [--watch]  settle stuck records with the providers
 //	idem key                  derive an action key, to debug identity fields
 //	idem serve-fakes          the fake providers as standalone servers
+//	idem mcp                  an MCP gateway making another server's tools exactly-once
 //	idem version
 //
 // A ledger is chosen by URL (--ledger, or IDEM_LEDGER): sqlite://path/idem.db
-// (the default, ./idem.db) or dynamodb://TABLE?region=...&endpoint=....
+// (the default, ./idem.db), dynamodb://TABLE?region=...&endpoint=...,
+// postgres://... or redis://....
 //
 // Listings print aligned tables (colour only on a terminal, never with
 // NO_COLOR) or JSON with --json. Errors are one line on stderr with a hint;
@@ -107,9 +109,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Long: `idem shows idemkit at work (idem demo) and operates its ledgers.
 
 A ledger is chosen by URL with --ledger or the IDEM_LEDGER environment
-variable: sqlite://path/idem.db (the default: ./idem.db) or
+variable: sqlite://path/idem.db (the default: ./idem.db),
 dynamodb://TABLE?region=REGION[&endpoint=URL] (credentials from the
-standard AWS chain).
+standard AWS chain), postgres://user@host/db[?schema=S&table=T] or
+redis://host:6379/0[?prefix=P&wait=N].
 
 Exit status: 0 success, 1 operational failure, 2 usage or configuration error.`,
 		SilenceErrors:     true,
@@ -128,6 +131,7 @@ Exit status: 0 success, 1 operational failure, 2 usage or configuration error.`,
 		newReconcileCmd(),
 		newKeyCmd(),
 		newServeFakesCmd(),
+		newMCPCmd(),
 		newVersionCmd(),
 	)
 	return root

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/signal"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/idemkit/idemkit/ledger/ledgerurl"
+	"github.com/idemkit/idemkit/mcpgateway"
+)
+
+func newMCPCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "mcp --config gateway.json",
+		Short: "Serve an MCP gateway that makes another MCP server's side-effecting tools exactly-once",
+		Long: `idem mcp sits in front of another MCP server (spawned over stdio, or
+reached over streamable HTTP, as the configuration says) and makes the tools
+the configuration names exactly-once; every other tool, resource and prompt
+passes through. It serves one client over stdio, or streamable HTTP with
+--http ADDR, until SIGINT or SIGTERM.
+
+The ledger is --ledger (a ledger URL), else the configuration's "ledger",
+else the embedded SQLite file ./idem.db (created if missing).`,
+		Args: cobra.NoArgs,
+	}
+	url := ledgerFlag(cmd)
+	config := cmd.Flags().String("config", "", "gateway configuration file (JSON or YAML)")
+	addr := cmd.Flags().String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8787) instead of stdio")
+	runID := cmd.Flags().String("run-id", "", "a fixed run id for calls that carry none (overrides the configuration's)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *config == "" {
+			return usageErr("idem mcp --config gateway.json (see the README's MCP gateway section)", "no --config")
+		}
+		cfg, err := mcpgateway.LoadConfig(*config)
+		if err != nil {
+			return usageErr("check the configuration file against the README's MCP gateway section", "%v", err)
+		}
+		if *runID != "" {
+			cfg.Run.ID = *runID
+		}
+		raw := *url
+		if !cmd.Flags().Changed("ledger") && cfg.Ledger != "" {
+			raw = cfg.Ledger
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		l, err := openLedger(ctx, raw, true)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		// stdout belongs to the MCP protocol over stdio: logs go to stderr.
+		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+		gw, err := mcpgateway.New(ctx, l, cfg, &mcpgateway.Options{Logger: logger})
+		if err != nil {
+			return usageErr("check the configuration's upstream", "%v", err)
+		}
+		defer gw.Close()
+		if *addr == "" {
+			if err := gw.Serve(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+				return opErr(err, "the MCP client or the upstream went away")
+			}
+			return nil
+		}
+		return serveHTTP(ctx, cmd, *addr, gw.Handler(nil), l)
+	}
+	return cmd
+}
+
+// serveHTTP serves h on addr until ctx ends.
+func serveHTTP(ctx context.Context, cmd *cobra.Command, addr string, h http.Handler, l *ledgerurl.Ledger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return usageErr("choose a free address, e.g. --http 127.0.0.1:8787", "listen on %s: %v", addr, err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "idem mcp: serving streamable HTTP on http://%s (ledger %s)\n", ln.Addr(), l.URL)
+	srv := &http.Server{Handler: h}
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return opErr(err, "the server stopped")
+	}
+	return nil
+}
