@@ -9,8 +9,8 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 )
 
-// IndexName is the global secondary index on (state, lease_until) that
-// List queries.
+// IndexName is the default name (Layout.Index) of the global secondary
+// index on (state, lease_until) that List queries.
 const IndexName = "state-lease_until"
 
 // item is one DynamoDB item.
