@@ -36,6 +36,21 @@
 // every field (about 270 KB at most), and oversized writes are refused with
 // ledger.ErrTooLarge before any request.
 //
+// # Layouts
+//
+// Config.Layout fits the Store to an existing table, and
+// TableOptions.Layout makes CreateTable create (or accept) that table:
+// Layout.Attributes renames any attribute (a table made for Powertools
+// for AWS Lambda: "id", "status", "expiration", ...); PartitionKeyValue
+// with SortKey puts every record in one partition with the action key as
+// sort key (single-table designs); KeyPrefix is prepended to the stored
+// action key and stripped when reading; Index names the index. Every
+// process on the table, the sweeper included, must use the same Layout.
+// Layouts that differ only in PartitionKeyValue or KeyPrefix can share a
+// table without seeing each other's records. Expressions name attributes
+// through #placeholders only, so reserved words are fine as names. An
+// invalid layout is an error matching ErrLayout (Layout.Validate).
+//
 // # Writes
 //
 // Claim is one conditional UpdateItem. It is an UpdateItem, not a PutItem as
@@ -110,7 +125,13 @@
 //	  ]
 //	}
 //
-// and, for the principal that runs CreateTable (setup only):
+// With a layout, the item statement can be narrowed with a
+// dynamodb:LeadingKeys condition on the partition key: StringEquals the
+// PartitionKeyValue, or StringLike the KeyPrefix followed by "*" when the
+// action key is the partition key (see the README). The index resource is
+// Layout.Index when it is set.
+//
+// And, for the principal that runs CreateTable (setup only):
 //
 //	{
 //	  "Version": "2012-10-17",

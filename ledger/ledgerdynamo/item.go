@@ -2,7 +2,6 @@ package ledgerdynamo
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -10,28 +9,8 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 )
 
-// Attribute names of the table (see the package documentation).
-const (
-	attrKey         = "pk"
-	attrState       = "state"
-	attrOwner       = "owner"
-	attrLeaseUntil  = "lease_until"
-	attrExpiresAt   = "expires_at"
-	attrFingerprint = "fingerprint"
-	attrSummary     = "summary"
-	attrRef         = "ref"
-	attrResult      = "result"
-	attrTruncated   = "truncated"
-	attrReason      = "reason"
-	attrAttempts    = "attempts"
-	attrAttemptAt   = "attempt_at"
-	attrRunID       = "run_id"
-	attrTool        = "tool"
-	attrUpdatedAt   = "updated_at"
-)
-
-// IndexName is the global secondary index on (state, lease_until) that
-// List queries.
+// IndexName is the default name (Layout.Index) of the global secondary
+// index on (state, lease_until) that List queries.
 const IndexName = "state-lease_until"
 
 // item is one DynamoDB item.
@@ -42,8 +21,6 @@ func sv(v string) types.AttributeValue { return &types.AttributeValueMemberS{Val
 func nv(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
-
-func keyOf(key string) item { return item{attrKey: sv(key)} }
 
 // Times are stored as integers: lease_until, attempt_at and updated_at in
 // milliseconds,
@@ -59,29 +36,13 @@ func ceilSeconds(t time.Time) int64 {
 	return t.Unix()
 }
 
-// nameRE finds the #name placeholders of an expression; every placeholder
-// is the attribute name it stands for, prefixed with '#'.
-var nameRE = regexp.MustCompile(`#[a-z_]+`)
-
-// names returns the ExpressionAttributeNames that the expressions use
-// (DynamoDB rejects unused ones, and several attribute names are reserved
-// words, so every attribute goes through a placeholder).
-func names(exprs ...string) map[string]string {
-	m := map[string]string{}
-	for _, e := range exprs {
-		for _, p := range nameRE.FindAllString(e, -1) {
-			m[p] = p[1:]
-		}
-	}
-	return m
-}
-
 // decode turns an item into a record. A malformed item (written by
 // something else) is an error rather than a zero field.
-func decode(it item) (*ledger.Record, error) {
+func (l layout) decode(it item) (*ledger.Record, error) {
 	r := &ledger.Record{}
 	var err error
-	str := func(name string) string {
+	str := func(ph string) string {
+		name := l.attr[ph]
 		if v, ok := it[name].(*types.AttributeValueMemberS); ok {
 			return v.Value
 		}
@@ -90,7 +51,8 @@ func decode(it item) (*ledger.Record, error) {
 		}
 		return ""
 	}
-	num := func(name string) int64 {
+	num := func(ph string) int64 {
+		name := l.attr[ph]
 		v, ok := it[name].(*types.AttributeValueMemberN)
 		if !ok {
 			if _, present := it[name]; present && err == nil {
@@ -104,28 +66,28 @@ func decode(it item) (*ledger.Record, error) {
 		}
 		return i
 	}
-	r.Key = str(attrKey)
-	r.State = ledger.State(str(attrState))
-	r.Owner = str(attrOwner)
-	r.LeaseUntil = time.UnixMilli(num(attrLeaseUntil)).UTC()
-	r.ExpiresAt = time.Unix(num(attrExpiresAt), 0).UTC()
-	r.Fingerprint = str(attrFingerprint)
-	r.Summary = str(attrSummary)
-	r.Ref = str(attrRef)
-	if v, ok := it[attrResult].(*types.AttributeValueMemberB); ok {
+	r.Key, err = l.actionKey(it)
+	r.State = ledger.State(str(phState))
+	r.Owner = str(phOwner)
+	r.LeaseUntil = time.UnixMilli(num(phLeaseUntil)).UTC()
+	r.ExpiresAt = time.Unix(num(phExpiresAt), 0).UTC()
+	r.Fingerprint = str(phFingerprint)
+	r.Summary = str(phSummary)
+	r.Ref = str(phRef)
+	if v, ok := it[l.attr[phResult]].(*types.AttributeValueMemberB); ok {
 		r.Result = v.Value
 	}
-	if v, ok := it[attrTruncated].(*types.AttributeValueMemberBOOL); ok {
+	if v, ok := it[l.attr[phTruncated]].(*types.AttributeValueMemberBOOL); ok {
 		r.Truncated = v.Value
 	}
-	r.Reason = str(attrReason)
-	r.Attempt = int(num(attrAttempts))
-	if _, ok := it[attrAttemptAt]; ok {
-		r.AttemptAt = time.UnixMilli(num(attrAttemptAt)).UTC()
+	r.Reason = str(phReason)
+	r.Attempt = int(num(phAttempts))
+	if _, ok := it[l.attr[phAttemptAt]]; ok {
+		r.AttemptAt = time.UnixMilli(num(phAttemptAt)).UTC()
 	}
-	r.RunID = str(attrRunID)
-	r.Tool = str(attrTool)
-	r.UpdatedAt = time.UnixMilli(num(attrUpdatedAt)).UTC()
+	r.RunID = str(phRunID)
+	r.Tool = str(phTool)
+	r.UpdatedAt = time.UnixMilli(num(phUpdatedAt)).UTC()
 	if err == nil && (r.Key == "" || !r.State.Valid()) {
 		err = fmt.Errorf("item has no key or an unknown state %q", r.State)
 	}

@@ -40,6 +40,11 @@ type Config struct {
 	// ListLimit is the number of records List returns when its filter sets
 	// no Limit (default 1000).
 	ListLimit int
+	// Layout is how records sit in the table: attribute names, a static
+	// partition key value with the action key as sort key, a key prefix.
+	// The zero value is the default layout. Every process on the table
+	// (the sweeper too) and CreateTable must use the same one.
+	Layout Layout
 }
 
 func (c *Config) withDefaults() Config {
@@ -72,13 +77,19 @@ type Store struct {
 	api   API
 	table string
 	cfg   Config
+	lay   layout
+	err   error // the layout is invalid: every method returns it
 }
 
 var _ ledger.Store = (*Store)(nil)
 
 // New returns a Store on the table, which must exist (see CreateTable).
+// When cfg.Layout is not valid, every method of the Store returns the
+// error of Layout.Validate (matching ErrLayout) and sends no request.
 func New(api API, table string, cfg *Config) *Store {
-	return &Store{api: api, table: table, cfg: cfg.withDefaults()}
+	s := &Store{api: api, table: table, cfg: cfg.withDefaults()}
+	s.lay, s.err = s.cfg.Layout.resolve()
+	return s
 }
 
 // claimRounds bounds how often Claim re-evaluates a key whose record
@@ -91,6 +102,9 @@ const claimRounds = 4
 // expired but not yet been deleted by TTL is replaced by a second write that
 // also restarts the attempt number.
 func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
+	if s.err != nil {
+		return ledger.ClaimResult{}, s.err
+	}
 	if err := p.Validate(); err != nil {
 		return ledger.ClaimResult{}, err
 	}
@@ -129,7 +143,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 		}
 		res := ledger.ClaimResult{Claimed: true, Attempt: 1}
 		if !fresh && len(out.Attributes) > 0 {
-			prev, err := decode(out.Attributes)
+			prev, err := s.lay.decode(out.Attributes)
 			if err != nil {
 				return ledger.ClaimResult{}, unavailable("claim", err)
 			}
@@ -172,10 +186,10 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, fresh bool) *dyn
 		" REMOVE #summary, #ref, #result, #truncated, #reason"
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
-		Key:                                 keyOf(p.Key),
+		Key:                                 s.lay.keyOf(p.Key),
 		UpdateExpression:                    aws.String(update),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names(update, cond),
+		ExpressionAttributeNames:            s.lay.names(update, cond),
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -188,7 +202,7 @@ func (s *Store) blocking(ctx context.Context, key string, cf *conditionFailed) (
 	if cf.item == nil {
 		return s.get(ctx, key)
 	}
-	rec, err := decode(cf.item)
+	rec, err := s.lay.decode(cf.item)
 	if err != nil {
 		return nil, unavailable("decode", err)
 	}
@@ -202,7 +216,7 @@ func (s *Store) get(ctx context.Context, key string) (*ledger.Record, error) {
 	err := s.do(ctx, "get", func(ctx context.Context) (err error) {
 		out, err = s.api.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      aws.String(s.table),
-			Key:            keyOf(key),
+			Key:            s.lay.keyOf(key),
 			ConsistentRead: aws.Bool(true),
 		}, noSDKRetry)
 		return err
@@ -213,7 +227,7 @@ func (s *Store) get(ctx context.Context, key string) (*ledger.Record, error) {
 	if len(out.Item) == 0 {
 		return nil, nil
 	}
-	rec, err := decode(out.Item)
+	rec, err := s.lay.decode(out.Item)
 	if err != nil {
 		return nil, unavailable("get", err)
 	}
@@ -223,6 +237,9 @@ func (s *Store) get(ctx context.Context, key string) (*ledger.Record, error) {
 // Complete records success: state done with the completion's fields, lease
 // released.
 func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Completion) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -248,6 +265,9 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 // Fail records a failure: failed (definite: the attempt number advances and
 // AttemptAt becomes now) or uncertain, lease released.
 func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) error {
+	if s.err != nil {
+		return s.err
+	}
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -275,6 +295,9 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 // the first request moves the lease where the expiry is already beyond it
 // (the usual case); where it is not, a second one raises both.
 func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.Time) error {
+	if s.err != nil {
+		return s.err
+	}
 	if leaseUntil.IsZero() {
 		return fmt.Errorf("%w: lease is required", ledger.ErrInvalid)
 	}
@@ -306,10 +329,10 @@ func (s *Store) settle(ctx context.Context, op, key, owner, set, extra string, v
 	values[":now_ms"] = nv(millis(now))
 	in := &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
-		Key:                                 keyOf(key),
+		Key:                                 s.lay.keyOf(key),
 		UpdateExpression:                    aws.String(set),
 		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeNames:            names(set, cond),
+		ExpressionAttributeNames:            s.lay.names(set, cond),
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
@@ -336,6 +359,9 @@ func (s *Store) settle(ctx context.Context, op, key, owner, set, extra string, v
 // Get returns the live record of the key (consistent read), or
 // ledger.ErrNotFound when it is absent or expired.
 func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
 	if key == "" {
 		return nil, fmt.Errorf("%w: key is required", ledger.ErrInvalid)
 	}
@@ -354,6 +380,9 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 // Index reads are eventually consistent: on DynamoDB a write may take a
 // moment to show.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
 	states := []ledger.State{ledger.StatePending, ledger.StateUncertain, ledger.StateFailed, ledger.StateDone}
 	if f.State != "" {
 		if !f.State.Valid() {
@@ -368,7 +397,10 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	now := s.cfg.Clock.Now()
 	keyCond := "#state = :state"
 	var filters []string
-	values := item{}
+	layoutFilter, values := s.lay.filter()
+	if layoutFilter != "" {
+		filters = append(filters, layoutFilter)
+	}
 	if !f.LeaseBefore.IsZero() {
 		// lease_until < LeaseBefore, at millisecond precision: a stored
 		// millisecond m is before t exactly when m < ceil_ms(t).
@@ -398,10 +430,10 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		for len(recs) < limit {
 			in := &dynamodb.QueryInput{
 				TableName:                 aws.String(s.table),
-				IndexName:                 aws.String(IndexName),
+				IndexName:                 aws.String(s.lay.index),
 				KeyConditionExpression:    aws.String(keyCond),
 				FilterExpression:          optional(filter),
-				ExpressionAttributeNames:  names(keyCond, filter),
+				ExpressionAttributeNames:  s.lay.names(keyCond, filter),
 				ExpressionAttributeValues: values,
 				ExclusiveStartKey:         start,
 				Limit:                     aws.Int32(int32(min(limit-len(recs), 1000))),
@@ -415,7 +447,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 				return nil, err
 			}
 			for _, it := range out.Items {
-				rec, err := decode(it)
+				rec, err := s.lay.decode(it)
 				if err != nil {
 					return nil, unavailable("list", err)
 				}

@@ -31,17 +31,23 @@ type TableOptions struct {
 	// PollInterval is the first pause between DescribeTable calls while
 	// waiting; it doubles up to 5s (default 200ms).
 	PollInterval time.Duration
+	// Layout is the layout of the Stores that will use the table
+	// (Config.Layout): it gives the key schema (with the sort key when it
+	// sets one), the index's name and key, and the TTL attribute.
+	Layout Layout
 }
 
 // ErrSchema is returned by CreateTable when a table of that name exists
-// with another key or without the state-lease_until index.
+// with another key, without the index, or with TTL on another attribute.
 var ErrSchema = errors.New("ledgerdynamo: table exists with another schema")
 
 // CreateTable creates the ledger table (on-demand capacity) with its
 // state-lease_until index, waits until both are ACTIVE, and enables TTL on
-// expires_at. It is idempotent: an existing table with the right key and
+// expires_at; with opts.Layout, the key, index and TTL attribute are the
+// layout's. It is idempotent: an existing table with the right key and
 // index is accepted (ErrSchema otherwise), and TTL already enabled on
-// expires_at is left alone. A server without the TTL API (dynalite answers
+// the expiry attribute is left alone. An invalid layout is an error
+// matching ErrLayout, before any request. A server without the TTL API (dynalite answers
 // UnknownOperationException) is tolerated: expired records are then never
 // deleted, but they still read as absent.
 func CreateTable(ctx context.Context, api TableAPI, table string, opts *TableOptions) error {
@@ -55,34 +61,52 @@ func CreateTable(ctx context.Context, api TableAPI, table string, opts *TableOpt
 	if o.PollInterval <= 0 {
 		o.PollInterval = 200 * time.Millisecond
 	}
-	_, err := api.CreateTable(ctx, createTableInput(table))
+	l, err := o.Layout.resolve()
+	if err != nil {
+		return err
+	}
+	_, err = api.CreateTable(ctx, l.createTableInput(table))
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("ledgerdynamo: create table %s: %w", table, err)
 	}
-	if err := waitActive(ctx, api, table, o); err != nil {
+	if err := l.waitActive(ctx, api, table, o); err != nil {
 		return err
 	}
-	return enableTTL(ctx, api, table)
+	return enableTTL(ctx, api, table, l.attr[phExpiresAt])
 }
 
-func createTableInput(table string) *dynamodb.CreateTableInput {
+// tableKey is the table's key schema: the partition key, and the sort
+// key when the layout has one.
+func (l layout) tableKey() (hash, rng string) {
+	if l.pkv != "" {
+		return l.attr[phKey], l.attr[phSortKey]
+	}
+	return l.attr[phKey], ""
+}
+
+func (l layout) createTableInput(table string) *dynamodb.CreateTableInput {
+	hash, rng := l.tableKey()
+	defs := []types.AttributeDefinition{
+		{AttributeName: aws.String(hash), AttributeType: types.ScalarAttributeTypeS},
+		{AttributeName: aws.String(l.attr[phState]), AttributeType: types.ScalarAttributeTypeS},
+		{AttributeName: aws.String(l.attr[phLeaseUntil]), AttributeType: types.ScalarAttributeTypeN},
+	}
+	key := []types.KeySchemaElement{{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash}}
+	if rng != "" {
+		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(rng), AttributeType: types.ScalarAttributeTypeS})
+		key = append(key, types.KeySchemaElement{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange})
+	}
 	return &dynamodb.CreateTableInput{
-		TableName:   aws.String(table),
-		BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrState), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: aws.String(attrLeaseUntil), AttributeType: types.ScalarAttributeTypeN},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(attrKey), KeyType: types.KeyTypeHash},
-		},
+		TableName:            aws.String(table),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: defs,
+		KeySchema:            key,
 		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(IndexName),
+			IndexName: aws.String(l.index),
 			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(attrState), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(attrLeaseUntil), KeyType: types.KeyTypeRange},
+				{AttributeName: aws.String(l.attr[phState]), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(l.attr[phLeaseUntil]), KeyType: types.KeyTypeRange},
 			},
 			// ALL: List returns whole records, result included (the
 			// ledger contract); an INCLUDE list would name every attribute
@@ -94,7 +118,7 @@ func createTableInput(table string) *dynamodb.CreateTableInput {
 
 // waitActive polls DescribeTable until the table and every index are
 // ACTIVE, and checks the schema on the way.
-func waitActive(ctx context.Context, api TableAPI, table string, o TableOptions) error {
+func (l layout) waitActive(ctx context.Context, api TableAPI, table string, o TableOptions) error {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	b := backoff.NewExponentialBackOff(
@@ -108,7 +132,7 @@ func waitActive(ctx context.Context, api TableAPI, table string, o TableOptions)
 			return fmt.Errorf("ledgerdynamo: describe table %s: %w", table, err)
 		}
 		d := out.Table
-		if err := checkSchema(d); err != nil {
+		if err := l.checkSchema(d); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrSchema, table, err)
 		}
 		active := d.TableStatus == types.TableStatusActive
@@ -128,11 +152,11 @@ func waitActive(ctx context.Context, api TableAPI, table string, o TableOptions)
 	}
 }
 
-func checkSchema(d *types.TableDescription) error {
+func (l layout) checkSchema(d *types.TableDescription) error {
 	if d == nil {
 		return errors.New("no description")
 	}
-	hashOnly := func(ks []types.KeySchemaElement, hash, rng string) bool {
+	keyed := func(ks []types.KeySchemaElement, hash, rng string) bool {
 		want := []string{hash, string(types.KeyTypeHash)}
 		if rng != "" {
 			want = append(want, rng, string(types.KeyTypeRange))
@@ -143,22 +167,26 @@ func checkSchema(d *types.TableDescription) error {
 		}
 		return slices.Equal(got, want)
 	}
-	if !hashOnly(d.KeySchema, attrKey, "") {
-		return fmt.Errorf("the key must be %s (hash) alone", attrKey)
+	switch hash, rng := l.tableKey(); {
+	case !keyed(d.KeySchema, hash, rng) && rng == "":
+		return fmt.Errorf("the key must be %s (hash) alone", hash)
+	case !keyed(d.KeySchema, hash, rng):
+		return fmt.Errorf("the key must be %s (hash) and %s (range)", hash, rng)
 	}
+	state, lease := l.attr[phState], l.attr[phLeaseUntil]
 	for _, g := range d.GlobalSecondaryIndexes {
-		if aws.ToString(g.IndexName) == IndexName {
-			if !hashOnly(g.KeySchema, attrState, attrLeaseUntil) {
-				return fmt.Errorf("index %s must be keyed on (%s, %s)", IndexName, attrState, attrLeaseUntil)
+		if aws.ToString(g.IndexName) == l.index {
+			if !keyed(g.KeySchema, state, lease) {
+				return fmt.Errorf("index %s must be keyed on (%s, %s)", l.index, state, lease)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("index %s is missing", IndexName)
+	return fmt.Errorf("index %s is missing", l.index)
 }
 
-// enableTTL turns TTL on for expires_at unless it already is.
-func enableTTL(ctx context.Context, api TableAPI, table string) error {
+// enableTTL turns TTL on for the attribute expiry unless it already is.
+func enableTTL(ctx context.Context, api TableAPI, table, expiry string) error {
 	desc, err := api.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
 	if err != nil && !unsupported(err) {
 		return fmt.Errorf("ledgerdynamo: describe TTL of %s: %w", table, err)
@@ -167,8 +195,8 @@ func enableTTL(ctx context.Context, api TableAPI, table string) error {
 		ttl := desc.TimeToLiveDescription
 		switch ttl.TimeToLiveStatus {
 		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
-			if attr := aws.ToString(ttl.AttributeName); attr != attrExpiresAt {
-				return fmt.Errorf("%w: %s: TTL is on attribute %q, not %s", ErrSchema, table, attr, attrExpiresAt)
+			if attr := aws.ToString(ttl.AttributeName); attr != expiry {
+				return fmt.Errorf("%w: %s: TTL is on attribute %q, not %s", ErrSchema, table, attr, expiry)
 			}
 			return nil
 		}
@@ -176,7 +204,7 @@ func enableTTL(ctx context.Context, api TableAPI, table string) error {
 	_, err = api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName: aws.String(table),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{
-			AttributeName: aws.String(attrExpiresAt),
+			AttributeName: aws.String(expiry),
 			Enabled:       aws.Bool(true),
 		},
 	})

@@ -11,7 +11,7 @@
 //	func TestSomething(t *testing.T) {
 //		t.Parallel()
 //		client := dynalitetest.NewClient(dynalitetest.Endpoint(t))
-//		table := dynalitetest.NewTable(t, client) // deleted when t ends
+//		table := dynalitetest.NewTable(t, client) // deleted when t ends; NewTableWith for a layout
 //		store := ledgerdynamo.New(client, table, nil)
 //		...
 //	}

@@ -162,8 +162,15 @@ func uniqueName(prefix string) string {
 // and deletes it when tb ends.
 func NewTable(tb testing.TB, client *dynamodb.Client) string {
 	tb.Helper()
+	return NewTableWith(tb, client, nil)
+}
+
+// NewTableWith is NewTable with CreateTable's options, for example the
+// layout of the Stores that will use the table.
+func NewTableWith(tb testing.TB, client *dynamodb.Client, opts *ledgerdynamo.TableOptions) string {
+	tb.Helper()
 	table := uniqueName("idemkit-test")
-	if err := ledgerdynamo.CreateTable(context.Background(), client, table, nil); err != nil {
+	if err := ledgerdynamo.CreateTable(context.Background(), client, table, opts); err != nil {
 		tb.Fatalf("dynalitetest: CreateTable %s: %v", table, err)
 	}
 	tb.Cleanup(func() {

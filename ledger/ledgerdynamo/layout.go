@@ -1,0 +1,258 @@
+package ledgerdynamo
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Attributes names the attributes of the table, so that the Store can use
+// a table that already exists with other names (for example one made for
+// Powertools for AWS Lambda: key "id", "status", "expiration", ...). An
+// empty field takes the default name, given in brackets. Names that are
+// DynamoDB reserved words are fine: every expression refers to attributes
+// through #placeholders.
+type Attributes struct {
+	Key         string // [pk] the partition key: the action key, or Layout.PartitionKeyValue
+	State       string // [state] pending | done | failed | uncertain; the index's partition key
+	Owner       string // [owner] owner token of the latest claim
+	LeaseUntil  string // [lease_until] ms since the epoch; the index's sort key
+	ExpiresAt   string // [expires_at] s since the epoch; the table's TTL attribute
+	Fingerprint string // [fingerprint]
+	Summary     string // [summary]
+	Ref         string // [ref]
+	Result      string // [result]
+	Truncated   string // [truncated]
+	Reason      string // [reason]
+	Attempts    string // [attempts]
+	AttemptAt   string // [attempt_at]
+	RunID       string // [run_id]
+	Tool        string // [tool]
+	UpdatedAt   string // [updated_at]
+}
+
+// Layout is how records sit in the table. The zero value is the default
+// layout: one item per action key, in the partition key Attributes.Key,
+// with the default attribute names.
+//
+// Every process on the table must use the same Layout: the application
+// that claims, the sweeper (reconcile.Sweeper over a Store from New with
+// the same Config.Layout), the CLI and CreateTable (TableOptions.Layout).
+// A Store with another layout does not find the records, or finds items
+// it cannot read.
+//
+// Several layouts may share one table when they use the same key schema
+// and index (Attributes, SortKey, Index) and differ in PartitionKeyValue
+// or KeyPrefix, none of them empty and no KeyPrefix a prefix of another
+// under the same PartitionKeyValue: each Store then reads and lists only
+// its own records.
+type Layout struct {
+	// Attributes names the attributes; empty fields take the defaults.
+	Attributes Attributes
+	// PartitionKeyValue, when set, is the value of the partition key of
+	// every record (a single-table design: one partition for the ledger,
+	// or one per tenant), and the action key goes in the sort key SortKey.
+	// PartitionKeyValue and SortKey are set together or not at all.
+	PartitionKeyValue string
+	// SortKey names the sort key attribute that holds the action key when
+	// PartitionKeyValue is set.
+	SortKey string
+	// KeyPrefix is prepended to the action key in the attribute that holds
+	// it (Attributes.Key, or SortKey), and stripped when reading, so that
+	// ledger records are told apart from the other items of a shared
+	// table (for example "idem#").
+	KeyPrefix string
+	// Index names the global secondary index on (Attributes.State,
+	// Attributes.LeaseUntil) that List (and so the sweeper) queries
+	// [IndexName].
+	Index string
+}
+
+// ErrLayout is matched by the error of CreateTable, and of every Store
+// method, when the Layout is not valid.
+var ErrLayout = errors.New("ledgerdynamo: invalid layout")
+
+// Placeholders of the attributes in expressions: every attribute name is
+// written as its placeholder, never as itself, and layout.names maps the
+// placeholders an expression uses to the layout's names.
+const (
+	phKey         = "#pk"
+	phSortKey     = "#sk"
+	phState       = "#state"
+	phOwner       = "#owner"
+	phLeaseUntil  = "#lease_until"
+	phExpiresAt   = "#expires_at"
+	phFingerprint = "#fingerprint"
+	phSummary     = "#summary"
+	phRef         = "#ref"
+	phResult      = "#result"
+	phTruncated   = "#truncated"
+	phReason      = "#reason"
+	phAttempts    = "#attempts"
+	phAttemptAt   = "#attempt_at"
+	phRunID       = "#run_id"
+	phTool        = "#tool"
+	phUpdatedAt   = "#updated_at"
+)
+
+// indexNameRE is what DynamoDB accepts as an index name.
+var indexNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{3,255}$`)
+
+// layout is a validated Layout with its defaults applied.
+type layout struct {
+	attr   map[string]string // placeholder → attribute name
+	keyPH  string            // placeholder of the attribute holding the action key
+	pkv    string            // static partition key value; "" when the key is the partition key
+	prefix string
+	index  string
+}
+
+// resolve applies the defaults and validates the Layout.
+func (l Layout) resolve() (layout, error) {
+	a := l.Attributes
+	attr := map[string]string{}
+	var errs []error
+	for _, f := range []struct{ ph, name string }{
+		{phKey, a.Key}, {phState, a.State}, {phOwner, a.Owner}, {phLeaseUntil, a.LeaseUntil},
+		{phExpiresAt, a.ExpiresAt}, {phFingerprint, a.Fingerprint}, {phSummary, a.Summary},
+		{phRef, a.Ref}, {phResult, a.Result}, {phTruncated, a.Truncated}, {phReason, a.Reason},
+		{phAttempts, a.Attempts}, {phAttemptAt, a.AttemptAt}, {phRunID, a.RunID}, {phTool, a.Tool},
+		{phUpdatedAt, a.UpdatedAt},
+	} {
+		if f.name == "" {
+			f.name = f.ph[1:]
+		}
+		attr[f.ph] = f.name
+	}
+	res := layout{attr: attr, keyPH: phKey, prefix: l.KeyPrefix, index: l.Index}
+	switch {
+	case l.PartitionKeyValue != "" && l.SortKey != "":
+		attr[phSortKey] = l.SortKey
+		res.keyPH, res.pkv = phSortKey, l.PartitionKeyValue
+	case l.PartitionKeyValue != "":
+		errs = append(errs, errors.New("PartitionKeyValue needs a SortKey name for the action key"))
+	case l.SortKey != "":
+		errs = append(errs, errors.New("SortKey needs a PartitionKeyValue"))
+	}
+	if res.index == "" {
+		res.index = IndexName
+	}
+	if !indexNameRE.MatchString(res.index) {
+		errs = append(errs, fmt.Errorf("index name %q: want 3 to 255 of a-z A-Z 0-9 _ . -", res.index))
+	}
+	for _, v := range []struct{ what, s string }{
+		{"PartitionKeyValue", l.PartitionKeyValue}, {"KeyPrefix", l.KeyPrefix},
+	} {
+		if !utf8.ValidString(v.s) {
+			errs = append(errs, fmt.Errorf("%s is not valid UTF-8", v.what))
+		}
+	}
+	// Partition keys take up to 2048 bytes and sort keys 1024; an action
+	// key takes up to ledger.MaxKeyBytes (512) after the prefix.
+	if len(l.KeyPrefix) > 512 || len(l.PartitionKeyValue) > 2048 {
+		errs = append(errs, errors.New("KeyPrefix takes at most 512 bytes, PartitionKeyValue 2048"))
+	}
+	byName := map[string]string{}
+	for _, ph := range res.placeholders() {
+		name := attr[ph]
+		if len(name) > 255 || !utf8.ValidString(name) {
+			errs = append(errs, fmt.Errorf("attribute name %.20q...: want 1 to 255 bytes of UTF-8", name))
+		}
+		if other, dup := byName[name]; dup {
+			errs = append(errs, fmt.Errorf("attribute name %q is used for both %s and %s", name, other[1:], ph[1:]))
+		}
+		byName[name] = ph
+	}
+	if len(errs) > 0 {
+		return layout{}, fmt.Errorf("%w: %w", ErrLayout, errors.Join(errs...))
+	}
+	return res, nil
+}
+
+// Validate reports whether the layout can be used, with an error matching
+// ErrLayout that says what is wrong when not. New and CreateTable validate
+// too; call it to refuse a bad configuration at startup.
+func (l Layout) Validate() error {
+	_, err := l.resolve()
+	return err
+}
+
+// placeholders lists the placeholders of the layout in a fixed order.
+func (l layout) placeholders() []string {
+	phs := []string{phKey, phSortKey, phState, phOwner, phLeaseUntil, phExpiresAt, phFingerprint,
+		phSummary, phRef, phResult, phTruncated, phReason, phAttempts, phAttemptAt, phRunID, phTool, phUpdatedAt}
+	if l.pkv == "" {
+		phs = slices.DeleteFunc(phs, func(ph string) bool { return ph == phSortKey })
+	}
+	return phs
+}
+
+// placeholderRE finds the #placeholders of an expression.
+var placeholderRE = regexp.MustCompile(`#[a-z_]+`)
+
+// names returns the ExpressionAttributeNames that the expressions use
+// (DynamoDB rejects unused ones, and several attribute names are reserved
+// words, so every attribute goes through a placeholder).
+func (l layout) names(exprs ...string) map[string]string {
+	m := map[string]string{}
+	for _, e := range exprs {
+		for _, p := range placeholderRE.FindAllString(e, -1) {
+			name, ok := l.attr[p]
+			if !ok {
+				panic("ledgerdynamo: unknown placeholder " + p + " in " + e)
+			}
+			m[p] = name
+		}
+	}
+	return m
+}
+
+// keyOf is the primary key of the action key's item.
+func (l layout) keyOf(key string) item {
+	if l.pkv == "" {
+		return item{l.attr[phKey]: sv(l.prefix + key)}
+	}
+	return item{l.attr[phKey]: sv(l.pkv), l.attr[phSortKey]: sv(l.prefix + key)}
+}
+
+// actionKey returns the action key that the item holds, without the
+// prefix, or an error when the item is not one of this layout's.
+func (l layout) actionKey(it item) (string, error) {
+	if l.pkv != "" {
+		if v, _ := it[l.attr[phKey]].(*types.AttributeValueMemberS); v == nil || v.Value != l.pkv {
+			return "", fmt.Errorf("partition key %s is not %q", l.attr[phKey], l.pkv)
+		}
+	}
+	name := l.attr[l.keyPH]
+	v, _ := it[name].(*types.AttributeValueMemberS)
+	if v == nil {
+		return "", fmt.Errorf("no string key attribute %s", name)
+	}
+	key, ok := strings.CutPrefix(v.Value, l.prefix)
+	if !ok || key == "" {
+		return "", fmt.Errorf("key attribute %s: %q is not the key prefix %q and an action key", name, v.Value, l.prefix)
+	}
+	return key, nil
+}
+
+// filter is the condition that keeps this layout's items, for a Query on
+// the index of a table that other layouts share ("" when nothing needs
+// filtering), with its values.
+func (l layout) filter() (string, item) {
+	var conds []string
+	values := item{}
+	if l.pkv != "" {
+		conds = append(conds, phKey+" = :layout_pk")
+		values[":layout_pk"] = sv(l.pkv)
+	}
+	if l.prefix != "" {
+		conds = append(conds, "begins_with("+l.keyPH+", :layout_prefix)")
+		values[":layout_prefix"] = sv(l.prefix)
+	}
+	return strings.Join(conds, " AND "), values
+}
