@@ -23,7 +23,7 @@ demo:
 # through fakes/stripefake/stripemocktest.
 test: vet
 	@mkdir -p $(dir $(TESTLOG))
-	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 $(PKGS)
+	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 -timeout 25m $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
