@@ -20,6 +20,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if journal := os.Getenv(envUpstream); journal != "" {
+		os.Exit(upstreamMain(journal))
+	}
 	os.Exit(testMain(m))
 }
 

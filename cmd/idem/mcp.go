@@ -60,8 +60,11 @@ else the embedded SQLite file ./idem.db (created if missing).`,
 		// stdout belongs to the MCP protocol over stdio: logs go to stderr.
 		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 		gw, err := mcpgateway.New(ctx, l, cfg, &mcpgateway.Options{Logger: logger})
-		if err != nil {
-			return usageErr("check the configuration's upstream", "%v", err)
+		switch {
+		case errors.Is(err, mcpgateway.ErrConfig):
+			return usageErr("check the configuration against the README's MCP gateway section", "%v", err)
+		case err != nil:
+			return opErr(err, "check that the upstream MCP server starts (or answers) as configured")
 		}
 		defer gw.Close()
 		if *addr == "" {
