@@ -305,6 +305,9 @@ func TestReconcile(t *testing.T) {
 	if _, err := s2.Claim(ctx, ledger.ClaimParams{Key: "key-old", Owner: "o", LeaseUntil: old.Now().Add(time.Minute), ExpiresAt: old.Now().Add(24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s2.Complete(ctx, "key-old", "o", ledger.Completion{Summary: "sent two days ago"}); err != nil {
+		t.Fatal(err)
+	}
 	p := start(t, nil, append(args, "--watch", "--interval", "20ms", "--purge", "--json")...)
 	var out1 struct {
 		Resolution *resolution `json:"resolution"`

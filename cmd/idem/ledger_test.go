@@ -162,8 +162,12 @@ func TestLedgerPurgeSQLite(t *testing.T) {
 	}
 	defer s.Close()
 	for _, k := range []string{"old-1", "old-2"} {
+		// Settled records expire; a pending one never does.
 		if _, err := s.Claim(context.Background(), ledger.ClaimParams{Key: k, Owner: "o", LeaseUntil: clock.Now().Add(time.Minute),
 			ExpiresAt: clock.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(context.Background(), k, "o", ledger.Completion{Summary: "done long ago"}); err != nil {
 			t.Fatal(err)
 		}
 	}
