@@ -161,6 +161,94 @@ func project(args map[string]any, paths [][]string) map[string]any {
 	return out
 }
 
+// withBound returns a copy of args in which every identity and validated
+// value is the one the action key was derived from, normalized ("42"
+// arrives as 42 for an integer field, " pi_1 " as "pi_1" for a trimmed
+// one): the upstream acts on exactly what the key names, never on a
+// reading of its own.
+func withBound(args map[string]any, inv client.Invocation, paths [][]string) (map[string]any, error) {
+	var doc map[string]json.RawMessage
+	if err := inv.Bind(&doc); err != nil {
+		return nil, err
+	}
+	out := deepCopy(args).(map[string]any)
+	for _, path := range paths {
+		if v, ok := rawAt(doc, path); ok {
+			setAt(out, path, v)
+		}
+	}
+	return out, nil
+}
+
+// rawAt returns the JSON at path in the projected identity document (whose
+// arrays are objects keyed by index, as project makes them).
+func rawAt(doc map[string]json.RawMessage, path []string) (json.RawMessage, bool) {
+	for i, seg := range path {
+		v, ok := doc[seg]
+		if !ok {
+			return nil, false
+		}
+		if i == len(path)-1 {
+			return v, true
+		}
+		doc = nil
+		if json.Unmarshal(v, &doc) != nil {
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// setAt replaces the value at path in v (objects by key, arrays by index),
+// where a value is present.
+func setAt(v any, path []string, val json.RawMessage) {
+	for i, seg := range path {
+		last := i == len(path)-1
+		switch c := v.(type) {
+		case map[string]any:
+			if _, ok := c[seg]; !ok {
+				return
+			}
+			if last {
+				c[seg] = val
+				return
+			}
+			v = c[seg]
+		case []any:
+			n, err := strconv.Atoi(seg)
+			if err != nil || n < 0 || n >= len(c) {
+				return
+			}
+			if last {
+				c[n] = val
+				return
+			}
+			v = c[n]
+		default:
+			return
+		}
+	}
+}
+
+// deepCopy copies the objects and arrays of a parsed JSON value.
+func deepCopy(v any) any {
+	switch c := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(c))
+		for k, x := range c {
+			m[k] = deepCopy(x)
+		}
+		return m
+	case []any:
+		a := make([]any, len(c))
+		for i, x := range c {
+			a[i] = deepCopy(x)
+		}
+		return a
+	}
+	return v
+}
+
 // runUpstream is a configured tool's Run: the upstream call with the
 // downstream key.
 func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(context.Context, client.Invocation) (client.Effect, error) {
@@ -169,7 +257,11 @@ func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(contex
 		if uc == nil || uc.args == nil {
 			return client.Effect{}, client.Permanent(errors.New("mcpgateway: the call carries no arguments"))
 		}
-		args, meta := maps.Clone(uc.args), maps.Clone(uc.meta)
+		args, err := withBound(uc.args, inv, t.paths)
+		if err != nil {
+			return client.Effect{}, client.Permanent(fmt.Errorf("mcpgateway: %w", err))
+		}
+		meta := maps.Clone(uc.meta)
 		if t.cfg.Key.Argument != "" {
 			args[t.cfg.Key.Argument] = inv.DownstreamKey
 		} else {

@@ -70,7 +70,7 @@ func TestMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledgerURL := "sqlite://" + filepath.Join(dir, "idem.db")
-	call := func(text string) *mcp.CallToolResult {
+	call := func(ticket any, text string) *mcp.CallToolResult {
 		t.Helper()
 		ctx := context.Background()
 		cmd := exec.Command(bin, "mcp", "--config", cfgPath, "--ledger", ledgerURL)
@@ -81,7 +81,7 @@ func TestMCP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sess.Close()
-		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "append_line", Arguments: map[string]any{"ticket": 42, "text": text}})
+		res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "append_line", Arguments: map[string]any{"ticket": ticket, "text": text}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,8 +96,8 @@ func TestMCP(t *testing.T) {
 		}
 		return b.String()
 	}
-	first := call("Hello")
-	second := call("Hello again, reworded")
+	first := call("42", "Hello") // the upstream takes an integer: it gets the normalized 42
+	second := call(42, "Hello again, reworded")
 	lines, err := os.ReadFile(journal)
 	if err != nil {
 		t.Fatalf("%v; the calls answered %q and %q", err, text(first), text(second))
