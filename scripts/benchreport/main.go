@@ -18,7 +18,8 @@
 //     becomes a row, with its ratio to the floor part. PART-p50-ns,
 //     PART-p99-ns and PART-requests/op fill that row's other columns.
 //   - BenchmarkXFloor/SUB is the floor of every BenchmarkY/SUB of the same
-//     package (BenchmarkRawFloor/fresh for BenchmarkExecute/fresh).
+//     package (BenchmarkRawFloor/fresh for BenchmarkExecute/fresh); a
+//     BenchmarkXFloor without sub-benchmarks is marked as a floor.
 //   - a sub-benchmark named raw-... is a floor of its siblings.
 //
 // Lines starting with "note:" become the section's notes.
@@ -249,6 +250,9 @@ func rows(res *results) []row {
 
 // floors returns the floors of b in byName: b itself when it is one.
 func floors(b *benchmark, byName map[string]*benchmark) []*benchmark {
+	if strings.HasSuffix(b.name, "Floor") {
+		return []*benchmark{b}
+	}
 	parent, sub, ok := cutLast(b.name)
 	if !ok {
 		return nil
