@@ -7,9 +7,9 @@
 // lockfile when node_modules is missing (npm ci), puts one counting HTTP proxy in
 // front of it per side, so that each side's requests on the wire are
 // counted, and runs the peer as a node process that takes commands on its
-// standard input. Each round runs, per workload, a batch of calls on each
-// side, the side that goes first alternating from round to round, so that
-// the drift of a shared machine falls on both. Workloads: fresh (a new
+// standard input. Each round runs, per workload, calls on each side in
+// turns of -chunk calls, the side that goes first alternating, so that the
+// drift of a shared machine falls on both. Workloads: fresh (a new
 // ticket each call: claim, run, record) and replay (a repeat of a done
 // call). Both sides use their defaults (Powertools' local cache is off by
 // default, as idemkit has none).
@@ -49,11 +49,12 @@ import (
 func main() {
 	rounds := flag.Int("rounds", 10, "rounds; each runs every workload once on each side")
 	calls := flag.Int("calls", 100, "calls per side, workload and round")
+	chunk := flag.Int("chunk", 10, "calls per side in a row: the sides alternate every chunk calls")
 	warmup := flag.Int("warmup", 50, "calls per side and workload before the first round, not measured")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchpeers: ")
-	if err := run(context.Background(), *rounds, *calls, *warmup); err != nil {
+	if err := run(context.Background(), *rounds, *calls, *chunk, *warmup); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -67,7 +68,10 @@ type side struct {
 	batch func(op string, n, seq int) ([]time.Duration, error)
 }
 
-func run(ctx context.Context, rounds, calls, warmup int) error {
+func run(ctx context.Context, rounds, calls, chunk, warmup int) error {
+	if rounds < 1 || calls < 1 || chunk < 1 || warmup < 1 {
+		return fmt.Errorf("rounds, calls, chunk and warmup must be at least 1")
+	}
 	srv, err := dynalitetest.Start(ctx)
 	if err != nil {
 		return err
@@ -94,23 +98,26 @@ func run(ctx context.Context, rounds, calls, warmup int) error {
 	}
 	seq += warmup
 
-	fmt.Printf("note: Each side makes %d calls per workload in each of %d rounds, one after another on one connection pool, against one dynalite (started for the run) through its own counting HTTP proxy; the side that goes first alternates between rounds. fresh is a new ticket each call (claim, run a function that does nothing, record the result); replay repeats a done call. The key is one field (ticketId) of a two-field input. Both sides run with their defaults: idemkit's client.Executor on ledgerdynamo, Powertools' makeIdempotent with DynamoDBPersistenceLayer and eventKeyJmesPath (its local cache is off by default). Times are taken inside each process around the call; requests/op are the requests that reached the proxy.\n", calls, rounds)
+	fmt.Printf("note: Each side makes %d calls per workload in each of %d rounds, one after another on one connection pool, against one dynalite (started for the run) through its own counting HTTP proxy; within a round the sides take turns every %d calls, the side that goes first alternating. fresh is a new ticket each call (claim, run a function that does nothing, record the result); replay repeats a done call. The key is one field (ticketId) of a two-field input. Both sides run with their defaults: idemkit's client.Executor on ledgerdynamo, Powertools' makeIdempotent with DynamoDBPersistenceLayer and eventKeyJmesPath (its local cache is off by default). Times are taken inside each process around the call; requests/op are the requests that reached the proxy. A row's ns/op, p50 and p99 are the medians over the rounds of each round's mean, median and 99th percentile.\n", calls, rounds, chunk)
 	fmt.Println("pkg: peers")
 	for r := range rounds {
 		for _, op := range ops {
-			order := sides
-			if r%2 == 1 {
-				order = []*side{sides[1], sides[0]}
-			}
 			times := map[string][]time.Duration{}
 			reqs := map[string]int64{}
-			for _, s := range order {
-				before := s.requests.Load()
-				t, err := s.batch(op, calls, seq)
-				if err != nil {
-					return fmt.Errorf("%s %s: %w", s.name, op, err)
+			for c := 0; c < calls; c += chunk {
+				order := sides
+				if (r+c/chunk)%2 == 1 {
+					order = []*side{sides[1], sides[0]}
 				}
-				times[s.name], reqs[s.name] = t, s.requests.Load()-before
+				for _, s := range order {
+					before := s.requests.Load()
+					t, err := s.batch(op, min(chunk, calls-c), seq+c)
+					if err != nil {
+						return fmt.Errorf("%s %s: %w", s.name, op, err)
+					}
+					times[s.name] = append(times[s.name], t...)
+					reqs[s.name] += s.requests.Load() - before
+				}
 			}
 			seq += calls
 			line := fmt.Sprintf("BenchmarkPeers/%s\t%d", op, calls)

@@ -377,7 +377,7 @@ func render(w io.Writer, res *results, title, cmd string, m machine, now time.Ti
 	for _, n := range res.notes {
 		fmt.Fprintf(w, "%s\n\n", n)
 	}
-	fmt.Fprintln(w, "Every figure is the median of the benchmark's runs (`runs`). A ratio compares with a floor measured in the same run: `floor` marks the floor itself; a row named `X · part` is one part of a paired benchmark, which times every part within each iteration so that the load of the machine cancels out of its ratios. On a shared machine read the ratios, not the absolute times.")
+	fmt.Fprintln(w, "Every figure is the median of the benchmark's runs (`runs`). A ratio compares with a floor measured in the same run: `floor` marks the floor itself; a row named `X · part` is one part of a paired benchmark, which times every part within each iteration so that the load of the machine cancels out of its ratios; its ratio is the median of the runs' ratios, not the ratio of the medians shown. On a shared machine read the ratios, not the absolute times.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| package | benchmark | runs | ns/op | p50 | p99 | B/op | allocs/op | requests/op | vs floor | other |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
