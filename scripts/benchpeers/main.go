@@ -24,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -31,8 +32,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"sync/atomic"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -62,7 +65,7 @@ func main() {
 // side is one implementation under measurement.
 type side struct {
 	name     string
-	requests *atomic.Int64 // requests on the wire through its proxy
+	requests *requests // requests on the wire through its proxy
 	// batch makes n calls of op ("fresh" or "replay"), fresh tickets
 	// numbered from seq, and returns each call's time.
 	batch func(op string, n, seq int) ([]time.Duration, error)
@@ -100,6 +103,12 @@ func run(ctx context.Context, rounds, calls, chunk, warmup int) error {
 
 	fmt.Printf("note: Each side makes %d calls per workload in each of %d rounds, one after another on one connection pool, against one dynalite (started for the run) through its own counting HTTP proxy; within a round the sides take turns every %d calls, the side that goes first alternating. fresh is a new ticket each call (claim, run a function that does nothing, record the result); replay repeats a done call. The key is one field (ticketId) of a two-field input. Both sides run with their defaults: idemkit's client.Executor on ledgerdynamo, Powertools' makeIdempotent with DynamoDBPersistenceLayer and eventKeyJmesPath (its local cache is off by default). Times are taken inside each process around the call; requests/op are the requests that reached the proxy. A row's ns/op, p50 and p99 are the medians over the rounds of each round's mean, median and 99th percentile.\n", calls, rounds, chunk)
 	fmt.Println("pkg: peers")
+	byOp := map[string]map[string]int64{} // "side workload" → operation → requests
+	for _, s := range sides {
+		for _, op := range ops {
+			byOp[s.name+" "+op] = map[string]int64{}
+		}
+	}
 	for r := range rounds {
 		for _, op := range ops {
 			times := map[string][]time.Duration{}
@@ -110,13 +119,16 @@ func run(ctx context.Context, rounds, calls, chunk, warmup int) error {
 					order = []*side{sides[1], sides[0]}
 				}
 				for _, s := range order {
-					before := s.requests.Load()
+					s.requests.take()
 					t, err := s.batch(op, min(chunk, calls-c), seq+c)
 					if err != nil {
 						return fmt.Errorf("%s %s: %w", s.name, op, err)
 					}
 					times[s.name] = append(times[s.name], t...)
-					reqs[s.name] += s.requests.Load() - before
+					for name, n := range s.requests.take() {
+						reqs[s.name] += n
+						byOp[s.name+" "+op][name] += n
+					}
 				}
 			}
 			seq += calls
@@ -131,6 +143,19 @@ func run(ctx context.Context, rounds, calls, chunk, warmup int) error {
 			fmt.Println(line)
 		}
 	}
+	note := "note: Requests per call on the wire, by operation:"
+	for _, s := range sides {
+		for _, op := range ops {
+			counts := byOp[s.name+" "+op]
+			names := slices.Sorted(maps.Keys(counts))
+			note += fmt.Sprintf(" %s %s:", s.name, op)
+			for _, name := range names {
+				note += fmt.Sprintf(" %s %.2f", name, float64(counts[name])/float64(rounds*calls))
+			}
+			note += ";"
+		}
+	}
+	fmt.Println(strings.TrimSuffix(note, ";") + ".")
 	return nil
 }
 
@@ -143,9 +168,36 @@ func mean(d []time.Duration) time.Duration {
 	return sum / time.Duration(len(d))
 }
 
+// requests counts the requests through a proxy by DynamoDB operation
+// (the X-Amz-Target header).
+type requests struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+// add counts one request of the operation named by target.
+func (c *requests) add(target string) {
+	op := target[strings.LastIndexByte(target, '.')+1:]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int64{}
+	}
+	c.n[op]++
+}
+
+// take returns the counts since the last take and starts again from zero.
+func (c *requests) take() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.n
+	c.n = nil
+	return n
+}
+
 // countingProxy starts a reverse proxy to endpoint on a loopback port that
-// counts the requests it forwards, and returns its URL and the counter.
-func countingProxy(endpoint string) (string, *atomic.Int64, error) {
+// counts the requests it forwards, and returns its URL and the counts.
+func countingProxy(endpoint string) (string, *requests, error) {
 	target, err := url.Parse(endpoint)
 	if err != nil {
 		return "", nil, err
@@ -154,11 +206,11 @@ func countingProxy(endpoint string) (string, *atomic.Int64, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	n := new(atomic.Int64)
+	n := new(requests)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.Transport = &http.Transport{MaxIdleConnsPerHost: 16}
 	go http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
+		n.add(r.Header.Get("X-Amz-Target"))
 		rp.ServeHTTP(w, r)
 	}))
 	return "http://" + ln.Addr().String(), n, nil
