@@ -87,8 +87,9 @@ func ParallelFresh(b *testing.B, s ledger.Store, callers int) {
 	reportLatency(b, lat)
 }
 
-// Contention has callers, each with its own executor on s (as separate
-// processes would be: no merging of duplicates inside one executor), make
+// Contention has callers, each with its own executor on a store from
+// store (as separate processes would be: no merging of duplicates inside
+// one executor; store may return one shared Store or a new one per call), make
 // the same call at once, for a new ticket in every iteration, with a tool
 // that takes took. Exactly one of them may run the tool; the others must
 // be answered with its result. ns/op is the time until all are answered;
@@ -96,12 +97,12 @@ func ParallelFresh(b *testing.B, s ledger.Store, callers int) {
 // slowest answers with the tool's own time (1 is the floor: nobody can be
 // answered before the tool has finished). in-progress/op counts the
 // callers that gave up waiting.
-func Contention(b *testing.B, s ledger.Store, callers int, took time.Duration) {
+func Contention(b *testing.B, store func() ledger.Store, callers int, took time.Duration) {
 	ctx := context.Background()
 	var runs atomic.Int64
 	execs := make([]*client.Executor, callers)
 	for i := range execs {
-		execs[i] = executor(b, s, took, &runs)
+		execs[i] = executor(b, store(), took, &runs)
 	}
 	run := "run-" + strconv.FormatInt(seq.Add(1), 10)
 	var (

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/internal/ledgerbench"
+	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 )
 
@@ -19,7 +20,10 @@ func TestBodies(t *testing.T) {
 		metrics []string
 	}{
 		{"ParallelFresh", func(b *testing.B) { ledgerbench.ParallelFresh(b, ledgermem.New(nil), 16) }, []string{"p50-ns", "p99-ns"}},
-		{"Contention", func(b *testing.B) { ledgerbench.Contention(b, ledgermem.New(nil), 8, time.Millisecond) },
+		{"Contention", func(b *testing.B) {
+			s := ledgermem.New(nil)
+			ledgerbench.Contention(b, func() ledger.Store { return s }, 8, time.Millisecond)
+		},
 			[]string{"p50-ns", "p99-ns", "p99/tool", "in-progress/op"}},
 	} {
 		t.Run(bc.name, func(t *testing.T) {

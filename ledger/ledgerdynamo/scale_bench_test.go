@@ -41,7 +41,7 @@ func BenchmarkParallelFresh(b *testing.B) {
 func BenchmarkContention(b *testing.B) {
 	s, c := benchStore(b)
 	c.take()
-	ledgerbench.Contention(b, s, 64, 50*time.Millisecond)
+	ledgerbench.Contention(b, func() ledger.Store { return s }, 64, 50*time.Millisecond)
 	b.ReportMetric(float64(total(c.take()))/float64(b.N), "requests/op")
 }
 

@@ -162,7 +162,7 @@ func BenchmarkParallelFresh(b *testing.B) {
 // at once; the tool takes 50 ms. See ledgerbench.Contention.
 func BenchmarkContention(b *testing.B) {
 	s, _, _, _ := benchSetup(b, pgx.QueryExecModeCacheStatement)
-	ledgerbench.Contention(b, s, 64, 50*time.Millisecond)
+	ledgerbench.Contention(b, func() ledger.Store { return s }, 64, 50*time.Millisecond)
 }
 
 // scaleStores holds one store per size, on a table filled once per test

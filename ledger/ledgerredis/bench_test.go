@@ -143,5 +143,5 @@ func BenchmarkParallelFresh(b *testing.B) {
 // at once; the tool takes 50 ms. See ledgerbench.Contention.
 func BenchmarkContention(b *testing.B) {
 	_, store, _ := benchSetup(b)
-	ledgerbench.Contention(b, store, 64, 50*time.Millisecond)
+	ledgerbench.Contention(b, func() ledger.Store { return store }, 64, 50*time.Millisecond)
 }

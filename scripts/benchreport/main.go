@@ -19,7 +19,8 @@
 //     PART-p99-ns and PART-requests/op fill that row's other columns.
 //   - BenchmarkXFloor/SUB is the floor of every BenchmarkY/SUB of the same
 //     package (BenchmarkRawFloor/fresh for BenchmarkExecute/fresh); a
-//     BenchmarkXFloor without sub-benchmarks is marked as a floor.
+//     BenchmarkXFloor without sub-benchmarks is the floor of a fresh
+//     action, BenchmarkY/fresh, where no BenchmarkXFloor/fresh is.
 //   - a sub-benchmark named raw-... is a floor of its siblings.
 //
 // Lines starting with "note:" become the section's notes.
@@ -260,15 +261,21 @@ func floors(b *benchmark, byName map[string]*benchmark) []*benchmark {
 	if strings.HasSuffix(parent, "Floor") || strings.HasPrefix(sub, "raw-") {
 		return []*benchmark{b}
 	}
-	var fs []*benchmark
+	var fs, lone []*benchmark
 	for _, f := range byName {
 		if f.pkg != b.pkg {
 			continue
 		}
 		fp, fsub, ok := cutLast(f.name)
-		if ok && ((strings.HasSuffix(fp, "Floor") && fsub == sub) || (fp == parent && strings.HasPrefix(fsub, "raw-"))) {
+		switch {
+		case ok && ((strings.HasSuffix(fp, "Floor") && fsub == sub) || (fp == parent && strings.HasPrefix(fsub, "raw-"))):
 			fs = append(fs, f)
+		case !ok && strings.HasSuffix(f.name, "Floor") && sub == "fresh":
+			lone = append(lone, f)
 		}
+	}
+	if len(fs) == 0 {
+		fs = lone
 	}
 	sort.Slice(fs, func(i, j int) bool { return fs[i].name < fs[j].name })
 	return fs

@@ -23,6 +23,10 @@ BenchmarkConcurrentFresh/raw-FULL-1-2 	  50	   4000 ns/op
 BenchmarkConcurrentFresh/raw-NORMAL-1-2	  50	   1000 ns/op
 BenchmarkConcurrentFresh/store-FULL-16-2	  50	   2000 ns/op	  7.5 writes/commit
 BenchmarkLoneFloor-2   	     100	   1000 ns/op
+pkg: github.com/idemkit/idemkit/ledger/ledgerdynamo
+BenchmarkRawFloor-2   	     100	   1000 ns/op
+BenchmarkStore/fresh-2   	     100	   1500 ns/op
+BenchmarkStore/replay-2   	     100	   500 ns/op
 BenchmarkContention-2   	       5	 108114834 ns/op	 0 in-progress/op	  74092767 p50-ns	 107625838 p99-ns	 2.153 p99/tool
 BenchmarkRunning
 --- FAIL: BenchmarkSomething
@@ -51,6 +55,9 @@ func TestRows(t *testing.T) {
 		{name: "LoneFloor", runs: 1, ns: "1 µs", ratio: "floor"},
 		{name: "ConcurrentFresh/store-FULL-16", runs: 1, ns: "2 µs",
 			ratio: "0.50× ConcurrentFresh/raw-FULL-1, 2.00× ConcurrentFresh/raw-NORMAL-1", other: "7.5 writes/commit"},
+		{name: "RawFloor", runs: 1, ns: "1 µs", ratio: "floor"},
+		{name: "Store/fresh", runs: 1, ns: "1.5 µs", ratio: "1.50× RawFloor"},
+		{name: "Store/replay", runs: 1, ns: "500 ns"},
 		{name: "Contention", runs: 1, ns: "108 ms", p50: "74.1 ms", p99: "108 ms", other: "0 in-progress/op, 2.15 p99/tool"},
 		{name: "Peers/fresh · idemkit", runs: 2, ns: "100 ns", p50: "90 ns", p99: "300 ns", requests: "2",
 			ratio: "0.60× powertools (p50 0.60×)"},
@@ -66,8 +73,8 @@ func TestRows(t *testing.T) {
 			t.Errorf("row %s:\n got %+v\nwant %+v", want.name, r, want)
 		}
 	}
-	if len(got) != 9 {
-		t.Errorf("%d rows, want 9: %v", len(got), got)
+	if len(got) != 12 {
+		t.Errorf("%d rows, want 12: %v", len(got), got)
 	}
 }
 
