@@ -80,10 +80,11 @@ func run(ctx context.Context, rounds, calls, chunk, warmup int) error {
 		return err
 	}
 	defer srv.Close()
-	idem, err := idemkitSide(ctx, srv.Endpoint)
+	idem, drop, err := idemkitSide(ctx, srv.Endpoint)
 	if err != nil {
 		return err
 	}
+	defer drop()
 	peer, stop, err := powertoolsSide(ctx, srv.Endpoint)
 	if err != nil {
 		return err
@@ -101,7 +102,7 @@ func run(ctx context.Context, rounds, calls, chunk, warmup int) error {
 	}
 	seq += warmup
 
-	fmt.Printf("note: Each side makes %d calls per workload in each of %d rounds, one after another on one connection pool, against one dynalite (started for the run) through its own counting HTTP proxy; within a round the sides take turns every %d calls, the side that goes first alternating. fresh is a new ticket each call (claim, run a function that does nothing, record the result); replay repeats a done call. The key is one field (ticketId) of a two-field input. Both sides run with their defaults: idemkit's client.Executor on ledgerdynamo, Powertools' makeIdempotent with DynamoDBPersistenceLayer and eventKeyJmesPath (its local cache is off by default). Times are taken inside each process around the call; requests/op are the requests that reached the proxy. A row's ns/op, p50 and p99 are the medians over the rounds of each round's mean, median and 99th percentile.\n", calls, rounds, chunk)
+	fmt.Printf("note: Each side makes %d calls per workload in each of %d rounds, one after another (no concurrency), against one dynalite (started for the run) through its own counting HTTP proxy; within a round the sides take turns every %d calls, the side that goes first alternating. fresh is a new ticket each call (claim, run a function that does nothing, record the result); replay repeats a done call. The key is one field (ticketId) of a two-field input. Both sides run with their defaults: idemkit's client.Executor on ledgerdynamo, Powertools' makeIdempotent with DynamoDBPersistenceLayer and eventKeyJmesPath (its local cache is off by default). Times are taken inside each process around the call; requests/op are the requests that reached the proxy. A row's ns/op, p50 and p99 are the medians over the rounds of each round's mean, median and 99th percentile.\n", calls, rounds, chunk)
 	fmt.Println("pkg: peers")
 	byOp := map[string]map[string]int64{} // "side workload" → operation → requests
 	for _, s := range sides {
@@ -218,16 +219,17 @@ func countingProxy(endpoint string) (string, *requests, error) {
 
 // idemkitSide is a send_reply tool keyed by ticketId on ledgerdynamo, on
 // a new table, through its own proxy.
-func idemkitSide(ctx context.Context, endpoint string) (*side, error) {
+func idemkitSide(ctx context.Context, endpoint string) (*side, func(), error) {
 	proxy, n, err := countingProxy(endpoint)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	api := dynalitetest.NewClient(proxy)
 	table := "idemkit-peers-" + strconv.Itoa(os.Getpid())
 	if err := ledgerdynamo.CreateTable(ctx, api, table, nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	drop := func() { deleteTable(api, table) }
 	exec := client.New(ledgerdynamo.New(api, table, nil), nil)
 	if err := exec.Register(client.Tool{
 		Name:     "send_reply",
@@ -236,7 +238,8 @@ func idemkitSide(ctx context.Context, endpoint string) (*side, error) {
 			return client.Effect{Summary: "sent", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
 		},
 	}); err != nil {
-		return nil, err
+		drop()
+		return nil, nil, err
 	}
 	return &side{name: "idemkit", requests: n, batch: func(op string, calls, seq int) ([]time.Duration, error) {
 		times := make([]time.Duration, calls)
@@ -261,12 +264,19 @@ func idemkitSide(ctx context.Context, endpoint string) (*side, error) {
 			}
 		}
 		return times, nil
-	}}, nil
+	}}, drop, nil
+}
+
+// deleteTable deletes a table the run created.
+func deleteTable(api *dynamodb.Client, table string) {
+	if _, err := api.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)}); err != nil {
+		log.Printf("delete table %s: %v", table, err)
+	}
 }
 
 // powertoolsSide starts tools/peers/powertools.mjs on a new table (the
 // layout Powertools expects: partition key id) through its own proxy.
-func powertoolsSide(ctx context.Context, endpoint string) (*side, func(), error) {
+func powertoolsSide(ctx context.Context, endpoint string) (_ *side, stop func(), err error) {
 	proxy, n, err := countingProxy(endpoint)
 	if err != nil {
 		return nil, nil, err
@@ -281,6 +291,11 @@ func powertoolsSide(ctx context.Context, endpoint string) (*side, func(), error)
 	}); err != nil {
 		return nil, nil, err
 	}
+	defer func() {
+		if err != nil {
+			deleteTable(api, table)
+		}
+	}()
 	if err := dynamodb.NewTableExistsWaiter(api).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
 		return nil, nil, err
 	}
@@ -306,13 +321,14 @@ func powertoolsSide(ctx context.Context, endpoint string) (*side, func(), error)
 	if err := cmd.Start(); err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
-	stop := func() { stdin.Close(); cmd.Wait() }
 	answers := bufio.NewScanner(stdout)
 	answers.Buffer(make([]byte, 1<<20), 1<<24)
 	if !answers.Scan() {
-		stop()
+		stdin.Close()
+		cmd.Wait()
 		return nil, nil, fmt.Errorf("powertools.mjs did not start: %v", answers.Err())
 	}
+	stop = func() { stdin.Close(); cmd.Wait(); deleteTable(api, table) }
 	enc := json.NewEncoder(stdin)
 	return &side{name: "powertools", requests: n, batch: func(op string, calls, seq int) ([]time.Duration, error) {
 		if err := enc.Encode(map[string]any{"op": op, "n": calls, "seq": seq}); err != nil {
