@@ -3,7 +3,8 @@
 // with the median over its runs of ns/op, p50 and p99 where the benchmark
 // reports them, B/op and allocs/op, ledger requests per action where
 // reported, and the ratio to its raw floor measured in the same run; above
-// the table, the machine, the date and the command that reproduces it.
+// the table, the machine, the date (of the input file) and the command that
+// reproduces it.
 //
 //	benchreport -in .tmp/bench.txt -out BENCHMARKS.md -section ledgers \
 //	    -title "Ledgers and executor" -cmd "make bench"
@@ -51,13 +52,16 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("benchreport: ")
 
-	r := io.Reader(os.Stdin)
+	r, date := io.Reader(os.Stdin), time.Now()
 	if *in != "" {
 		f, err := os.Open(*in)
 		if err != nil {
 			log.Fatal(err)
 		}
 		defer f.Close()
+		if st, err := f.Stat(); err == nil {
+			date = st.ModTime() // when the benchmarks wrote it
+		}
 		r = f
 	}
 	run, err := parse(r)
@@ -68,7 +72,7 @@ func main() {
 		log.Fatal("no benchmark results in the input")
 	}
 	var body bytes.Buffer
-	render(&body, run, *title, *cmd, thisMachine(), time.Now().UTC())
+	render(&body, run, *title, *cmd, thisMachine(), date.UTC())
 	old, err := os.ReadFile(*out)
 	if err != nil && !os.IsNotExist(err) {
 		log.Fatal(err)
@@ -384,7 +388,7 @@ func render(w io.Writer, res *results, title, cmd string, m machine, now time.Ti
 	for _, n := range res.notes {
 		fmt.Fprintf(w, "%s\n\n", n)
 	}
-	fmt.Fprintln(w, "Every figure is the median of the benchmark's runs (`runs`). A ratio compares with a floor measured in the same run: `floor` marks the floor itself; a row named `X · part` is one part of a paired benchmark, which times every part within each iteration so that the load of the machine cancels out of its ratios; its ratio is the median of the runs' ratios, not the ratio of the medians shown. On a shared machine read the ratios, not the absolute times.")
+	fmt.Fprintln(w, "Every figure is the median of the benchmark's runs (`runs`). A ratio compares with a floor measured in the same run: `floor` marks the floor itself; a row named `X · part` is one part of a paired benchmark, which times every part within each iteration so that the load of the machine cancels out of its ratios; its ratio is the median of the runs' ratios, not the ratio of the medians shown. On a shared machine read the ratios, not the absolute times, and prefer the paired rows: a ratio between two separate benchmarks (`0.9× Name`) drifts with the load between them.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| package | benchmark | runs | ns/op | p50 | p99 | B/op | allocs/op | requests/op | vs floor | other |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
