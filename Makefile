@@ -3,7 +3,8 @@
 #   make demo    a seeded agent workload under faults: a plain retrying
 #                client vs idemkit (DEMO_FLAGS, e.g. --runs 500 --seed 7)
 #   make test    go vet, then every test under the race detector (what CI runs)
-#   make bench   the benchmarks with their raw floors
+#   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
+#   make bench-peers  idemkit and Powertools (TypeScript) on one dynalite, into BENCHMARKS.md
 #   make chaos   a long seeded chaos run (CHAOS_RUNS, CHAOS_SEED)
 #   make lambda-build  the Lambda example's bootstrap for linux/arm64
 
@@ -11,7 +12,7 @@ GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: demo test vet bench chaos clean lambda-build
+.PHONY: demo test vet bench bench-peers chaos clean lambda-build
 
 DEMO_FLAGS ?=
 demo:
@@ -28,8 +29,30 @@ test: vet
 vet:
 	$(GO) vet $(PKGS)
 
+# The benchmarks start what they need, as the tests do (dynalite,
+# PostgreSQL, Redis). Go's benchmark format, kept in .tmp/bench.txt for
+# benchstat; scripts/benchreport writes its section of BENCHMARKS.md. The
+# defaults finish in a few minutes on 2 cores.
+BENCH_COUNT ?= 5
+BENCH_TIME  ?= 300ms
+BENCH_PKGS  ?= ./client/ ./ledger/...
+BENCH_CMD    = $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCH_TIME) -count $(BENCH_COUNT) -timeout 30m $(BENCH_PKGS)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
+	@mkdir -p .tmp
+	bash -o pipefail -c "$(BENCH_CMD) | tee .tmp/bench.txt"
+	$(GO) run ./scripts/benchreport -in .tmp/bench.txt -out BENCHMARKS.md -section ledgers \
+		-title "Ledgers and executor" -cmd "make bench (BENCH_CMD: $(BENCH_CMD))"
+
+# One idempotent call on DynamoDB through idemkit and through Powertools
+# for AWS Lambda (TypeScript, pinned in tools/peers, npm ci on first use),
+# on one dynalite, in alternating rounds (scripts/benchpeers).
+PEERS_ROUNDS ?= 10
+PEERS_CALLS  ?= 100
+bench-peers:
+	@mkdir -p .tmp
+	$(GO) run ./scripts/benchpeers -rounds $(PEERS_ROUNDS) -calls $(PEERS_CALLS) > .tmp/peers.txt
+	$(GO) run ./scripts/benchreport -in .tmp/peers.txt -out BENCHMARKS.md -section peers \
+		-title "Beside Powertools for AWS Lambda (TypeScript)" -cmd "make bench-peers PEERS_ROUNDS=$(PEERS_ROUNDS) PEERS_CALLS=$(PEERS_CALLS)"
 
 CHAOS_RUNS ?= 100000
 CHAOS_SEED ?= 0
@@ -41,4 +64,4 @@ lambda-build:
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -ldflags "-s -w" -o .tmp/lambda/bootstrap ./examples/lambda
 
 clean:
-	rm -rf .tmp tools/dynalite/node_modules tools/mcp/node_modules
+	rm -rf .tmp tools/dynalite/node_modules tools/mcp/node_modules tools/peers/node_modules

@@ -5,12 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/internal/ledgerbench"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
@@ -147,3 +150,109 @@ func BenchmarkReplayPaired(b *testing.B) {
 		})
 	}
 }
+
+// 16 callers of fresh actions at once through one executor; see
+// ledgerbench.ParallelFresh. Compare with BenchmarkFreshPaired's floor.
+func BenchmarkParallelFresh(b *testing.B) {
+	s, _, _, _ := benchSetup(b, pgx.QueryExecModeCacheStatement)
+	ledgerbench.ParallelFresh(b, s, 16)
+}
+
+// 64 callers, each with its own executor on one table, make the same call
+// at once; the tool takes 50 ms. See ledgerbench.Contention.
+func BenchmarkContention(b *testing.B) {
+	s, _, _, _ := benchSetup(b, pgx.QueryExecModeCacheStatement)
+	ledgerbench.Contention(b, func() ledger.Store { return s }, 64, 50*time.Millisecond)
+}
+
+// scaleStores holds one store per size, on a table filled once per test
+// binary run (a million rows take a while) and shared by the -count runs;
+// its schema is dropped by pgtest.Main.
+var scaleStores struct {
+	sync.Mutex
+	stores map[int]*ledgerpg.Store
+}
+
+// scaleStore returns a store on a table holding n done records, keyed
+// actionKey("scale-", 0..n-1).
+func scaleStore(b *testing.B, n int) *ledgerpg.Store {
+	scaleStores.Lock()
+	defer scaleStores.Unlock()
+	if s, ok := scaleStores.stores[n]; ok {
+		return s
+	}
+	ctx := context.Background()
+	pool, schema := pgtest.ForExamples()
+	cfg := &ledgerpg.Config{Schema: schema, ExecMode: pgx.QueryExecModeCacheStatement}
+	s := newStore(b, pool, cfg)
+	table := pgx.Identifier{schema, ledgerpg.DefaultTable}.Sanitize()
+	if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (key, tool, run_id, state, owner, lease_until, expires_at,
+		fingerprint, attempt, attempt_at, summary, ref, result, updated_at)
+		SELECT encode(sha256(convert_to('scale-' || i, 'UTF8')), 'hex'), 'send_reply', 'run-' || (i / 10), 'done', 'owner',
+			now(), now() + interval '1 day', 'fp', 1, now(), 'sent', 'msg_1', '{"id":"msg_1"}'::bytea, now()
+		FROM generate_series(0, $1::int - 1) AS i`, n); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE `+table); err != nil {
+		b.Fatal(err)
+	}
+	if scaleStores.stores == nil {
+		scaleStores.stores = map[int]*ledgerpg.Store{}
+	}
+	scaleStores.stores[n] = s
+	return s
+}
+
+// Claim latency with 10^3 and 10^6 records in the table, paired: every
+// iteration makes the same claim on both tables, so that drift of the
+// machine cancels out of the ratio. replay claims a done key (drawn from
+// 1000 spread over the table); fresh claims and completes a new key. The
+// two sizes should cost the same (large/small near 1).
+func BenchmarkScale(b *testing.B) {
+	ctx := context.Background()
+	sizes := [2]int{1_000, 1_000_000}
+	stores := [2]*ledgerpg.Store{scaleStore(b, sizes[0]), scaleStore(b, sizes[1])}
+	params := func(key string) ledger.ClaimParams {
+		now := time.Now()
+		return ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: "owner",
+			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+	}
+	paired := func(b *testing.B, action func(b *testing.B, s *ledgerpg.Store, n, i int)) {
+		var took [2]time.Duration
+		i := 0
+		for b.Loop() {
+			i++
+			for j, s := range stores {
+				t0 := time.Now()
+				action(b, s, sizes[j], i)
+				took[j] += time.Since(t0)
+			}
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(took[0])/n, "small-ns/op")
+		b.ReportMetric(float64(took[1])/n, "large-ns/op")
+		b.ReportMetric(float64(took[1])/float64(took[0]), "large/small")
+	}
+	b.Run("replay", func(b *testing.B) {
+		paired(b, func(b *testing.B, s *ledgerpg.Store, n, i int) {
+			res, err := s.Claim(ctx, params(actionKey("scale-", (i%1000)*(n/1000))))
+			if err != nil || res.Claimed || res.Previous == nil || res.Previous.State != ledger.StateDone {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+		})
+	})
+	b.Run("fresh", func(b *testing.B) {
+		paired(b, func(b *testing.B, s *ledgerpg.Store, n, _ int) {
+			p := params(actionKey("scale-fresh-", int(scaleFresh.Add(1))))
+			if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+			if err := s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "sent"}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}
+
+// scaleFresh numbers the fresh keys of BenchmarkScale across its runs.
+var scaleFresh atomic.Int64

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/internal/ledgerbench"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
@@ -129,4 +130,18 @@ func paired(b *testing.B, raw, store, execute func(i int)) {
 	b.ReportMetric(float64(took[2])/n, "execute-ns/op")
 	b.ReportMetric(float64(took[1])/float64(took[0]), "store/raw")
 	b.ReportMetric(float64(took[2])/float64(took[0]), "execute/raw")
+}
+
+// 16 callers of fresh actions at once through one executor; see
+// ledgerbench.ParallelFresh. Compare with BenchmarkFreshPaired's floor.
+func BenchmarkParallelFresh(b *testing.B) {
+	_, store, _ := benchSetup(b)
+	ledgerbench.ParallelFresh(b, store, 16)
+}
+
+// 64 callers, each with its own executor on one Redis, make the same call
+// at once; the tool takes 50 ms. See ledgerbench.Contention.
+func BenchmarkContention(b *testing.B) {
+	_, store, _ := benchSetup(b)
+	ledgerbench.Contention(b, func() ledger.Store { return store }, 64, 50*time.Millisecond)
 }

@@ -1,0 +1,171 @@
+// Package ledgerbench holds benchmark bodies that every ledger backend runs
+// the same way, through client.Executor on the backend's Store: many
+// callers of fresh actions at once, and many callers of one action at once.
+// Each backend's bench_test.go calls them with its own Store.
+package ledgerbench
+
+import (
+	"context"
+	"encoding/json"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// seq numbers tickets across benchmarks and -count runs of one binary.
+var seq atomic.Int64
+
+// executor returns an executor on s with a send_reply tool keyed by
+// ticketId that sleeps for took and counts its runs in runs.
+func executor(b *testing.B, s ledger.Store, took time.Duration, runs *atomic.Int64) *client.Executor {
+	exec := client.New(s, nil)
+	if err := exec.Register(client.Tool{
+		Name:     "send_reply",
+		Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
+		Run: func(ctx context.Context, _ client.Invocation) (client.Effect, error) {
+			runs.Add(1)
+			if took > 0 {
+				t := time.NewTimer(took)
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					return client.Effect{}, ctx.Err()
+				}
+			}
+			return client.Effect{Summary: "sent", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
+		},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	return exec
+}
+
+// call is a send_reply call for ticket.
+func call(ticket string) client.Call {
+	return client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + ticket + `","text":"Your refund is on its way."}`)}
+}
+
+// ParallelFresh runs fresh actions (a new ticket each: claim, a tool that
+// does nothing, record) through one executor on s from callers goroutines
+// at once. ns/op is the wall time per action, so 1e9/ns/op is the
+// throughput; p50-ns and p99-ns are the latencies of single calls.
+func ParallelFresh(b *testing.B, s ledger.Store, callers int) {
+	ctx := context.Background()
+	var runs atomic.Int64
+	exec := executor(b, s, 0, &runs)
+	run := "run-" + strconv.FormatInt(seq.Add(1), 10)
+	var (
+		mu  sync.Mutex
+		lat []time.Duration
+	)
+	b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var mine []time.Duration
+		for pb.Next() {
+			t0 := time.Now()
+			r, err := exec.Execute(ctx, run, call(strconv.FormatInt(seq.Add(1), 10)))
+			mine = append(mine, time.Since(t0))
+			if err != nil || r.Outcome != client.Executed {
+				b.Errorf("Execute = %v, %v", r.Outcome, err)
+				return
+			}
+		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
+	})
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+// Contention has callers, each with its own executor on a store from
+// store (as separate processes would be: no merging of duplicates inside
+// one executor; store may return one shared Store or a new one per call), make
+// the same call at once, for a new ticket in every iteration, with a tool
+// that takes took. Exactly one of them may run the tool; the others must
+// be answered with its result. ns/op is the time until all are answered;
+// p50-ns and p99-ns are the callers' latencies, and p99/tool compares the
+// slowest answers with the tool's own time (1 is the floor: nobody can be
+// answered before the tool has finished). in-progress/op counts the
+// callers that gave up waiting.
+func Contention(b *testing.B, store func() ledger.Store, callers int, took time.Duration) {
+	ctx := context.Background()
+	var runs atomic.Int64
+	execs := make([]*client.Executor, callers)
+	for i := range execs {
+		execs[i] = executor(b, store(), took, &runs)
+	}
+	run := "run-" + strconv.FormatInt(seq.Add(1), 10)
+	var (
+		lat        []time.Duration
+		inProgress int
+	)
+	b.ResetTimer()
+	for b.Loop() {
+		c := call("contended-" + strconv.FormatInt(seq.Add(1), 10))
+		start := make(chan struct{})
+		answered := make([]time.Duration, callers)
+		outcomes := make([]client.Outcome, callers)
+		var wg sync.WaitGroup
+		for i, exec := range execs {
+			wg.Go(func() {
+				<-start
+				t0 := time.Now()
+				r, err := exec.Execute(ctx, run, c)
+				answered[i] = time.Since(t0)
+				if err != nil {
+					b.Error(err)
+				}
+				outcomes[i] = r.Outcome
+			})
+		}
+		before := runs.Load()
+		close(start)
+		wg.Wait()
+		if n := runs.Load() - before; n != 1 {
+			b.Fatalf("the tool ran %d times for one action", n)
+		}
+		for _, o := range outcomes {
+			switch o {
+			case client.Executed, client.AlreadyDone:
+			case client.InProgress:
+				inProgress++
+			default:
+				b.Fatalf("outcome %v", o)
+			}
+		}
+		lat = append(lat, answered...)
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+	if len(lat) > 0 && took > 0 {
+		b.ReportMetric(float64(Quantile(lat, 0.99))/float64(took), "p99/tool")
+	}
+	b.ReportMetric(float64(inProgress)/float64(b.N), "in-progress/op")
+}
+
+// reportLatency reports the median and 99th percentile of lat.
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	b.ReportMetric(float64(Quantile(lat, 0.50)), "p50-ns")
+	b.ReportMetric(float64(Quantile(lat, 0.99)), "p99-ns")
+}
+
+// Quantile is the q-quantile of d (nearest rank); d must not be empty.
+func Quantile(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
