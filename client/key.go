@@ -282,8 +282,9 @@ type binding struct {
 // hashFields returns the hex sha256 of the canonical JSON of
 // [prefix..., [[path, value], ...]] and a human description of the fields,
 // and appends the bound value of every present field to *bound.
-func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) (string, string, error) {
-	canon, desc, err := canonicalFields(prefix, tool, obj, fields, required, bound)
+func hashFields(prefix []string, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) (string, string, error) {
+	var buf [256]byte
+	canon, desc, err := canonicalFields(buf[:0], prefix, tool, obj, fields, required, bound)
 	if err != nil {
 		return "", "", err
 	}
@@ -291,33 +292,53 @@ func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, r
 	return hex.EncodeToString(sum[:]), desc, nil
 }
 
-// canonicalFields returns the canonical JSON that hashFields hashes.
-func canonicalFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) ([]byte, string, error) {
-	pairs := make([]any, 0, len(fields))
+// canonicalFields appends the canonical JSON that hashFields hashes to b.
+func canonicalFields(b []byte, prefix []string, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) ([]byte, string, error) {
+	paths := make([]string, len(fields))
+	values := make([]any, len(fields))
 	var desc strings.Builder
 	for i, f := range fields {
 		v, present, err := fieldValue(tool, obj, f, required)
 		if err != nil {
 			return nil, "", err
 		}
-		pairs = append(pairs, []any{f.Path, v})
+		paths[i], values[i] = f.Path, v
 		if present {
 			*bound = append(*bound, binding{f.Path, bindValue(f, v)})
 		}
 		if i > 0 {
 			desc.WriteString(", ")
 		}
-		fmt.Fprintf(&desc, "%s %v", f.Path, v)
+		desc.WriteString(f.Path)
+		desc.WriteByte(' ')
+		if s, ok := v.(string); ok {
+			desc.WriteString(s)
+		} else {
+			fmt.Fprint(&desc, v)
+		}
 	}
-	doc, err := json.Marshal(append(prefix, pairs))
+	if canon, ok := appendIdentity(b, prefix, paths, values); ok {
+		return canon, desc.String(), nil
+	}
+	// A value from a custom Normalizer that the direct encoder does not
+	// handle: canonicalize through encoding/json.
+	doc := make([]any, 0, len(prefix)+1)
+	for _, s := range prefix {
+		doc = append(doc, s)
+	}
+	pairs := make([]any, len(fields))
+	for i := range fields {
+		pairs[i] = []any{paths[i], values[i]}
+	}
+	js, err := json.Marshal(append(doc, pairs))
 	if err != nil {
 		return nil, "", &InputError{Tool: tool, Err: ErrFieldType, Msg: err.Error()}
 	}
-	canon, err := jcs.Transform(doc)
+	canon, err := jcs.Transform(js)
 	if err != nil {
 		return nil, "", &InputError{Tool: tool, Err: ErrFieldType, Msg: "cannot canonicalize: " + err.Error()}
 	}
-	return canon, desc.String(), nil
+	return append(b, canon...), desc.String(), nil
 }
 
 // scopeOf returns the scope element of the key.
@@ -357,7 +378,7 @@ func (t *Tool) CanonicalIdentity(runID string, call Call, maxInputBytes int) ([]
 		return nil, err
 	}
 	var bound []binding
-	canon, _, err := canonicalFields([]any{scope, t.Name}, t.Name, obj, t.Identity, true, &bound)
+	canon, _, err := canonicalFields(nil, []string{scope, t.Name}, t.Name, obj, t.Identity, true, &bound)
 	return canon, err
 }
 
@@ -382,11 +403,11 @@ func (t *Tool) identify(runID string, call Call, maxInputBytes int) (identity, e
 	}
 	var id identity
 	var bound []binding
-	if id.key, id.described, err = hashFields([]any{scope, t.Name}, t.Name, obj, t.Identity, true, &bound); err != nil {
+	if id.key, id.described, err = hashFields([]string{scope, t.Name}, t.Name, obj, t.Identity, true, &bound); err != nil {
 		return identity{}, err
 	}
 	if len(t.Validated) > 0 {
-		if id.fingerprint, _, err = hashFields([]any{t.Name}, t.Name, obj, t.Validated, false, &bound); err != nil {
+		if id.fingerprint, _, err = hashFields([]string{t.Name}, t.Name, obj, t.Validated, false, &bound); err != nil {
 			return identity{}, err
 		}
 	}
