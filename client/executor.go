@@ -356,6 +356,9 @@ func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID stri
 	if res.Attempt != 0 {
 		r.inv.Attempt = res.Attempt
 	}
+	if !e.cfg.Logger.Enabled(ctx, slog.LevelInfo) {
+		return res, err
+	}
 	attrs := []slog.Attr{slog.String("outcome", res.Outcome.String()), slog.Duration("latency", e.cfg.Clock.Now().Sub(start))}
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))

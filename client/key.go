@@ -11,6 +11,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -57,13 +58,18 @@ func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
 	// The decoder's own duplicate check is off: the name set of
 	// parser.object finds every duplicate it would, and one set per object
 	// is enough.
-	p := parser{dec: jsontext.NewDecoder(bytes.NewReader(input), jsontext.AllowDuplicateNames(true))}
+	p := parsers.Get().(*parser)
+	p.in.Reset(input)
+	p.dec.Reset(&p.in, jsontext.AllowDuplicateNames(true))
 	v, err := p.value()
 	if err == nil {
 		if _, extra := p.dec.ReadToken(); extra != io.EOF {
 			err = errors.New("data after the top-level value")
 		}
 	}
+	p.in.Reset(nil)
+	p.dec.Reset(&p.in)
+	parsers.Put(p)
 	if err != nil {
 		return nil, invalidJSON(err)
 	}
@@ -94,8 +100,12 @@ func invalidJSON(err error) *InputError {
 // parser builds the decoded value of an input from the tokens of a strict
 // jsontext.Decoder, which refuses invalid UTF-8 and lone surrogates.
 type parser struct {
-	dec *jsontext.Decoder
+	in  bytes.Reader
+	dec jsontext.Decoder
 }
+
+// parsers keeps decoders and their buffers between calls.
+var parsers = sync.Pool{New: func() any { return new(parser) }}
 
 func (p *parser) value() (any, error) {
 	tok, err := p.dec.ReadToken()
@@ -132,7 +142,7 @@ func (p *parser) value() (any, error) {
 // only in case or normalization, is found in one lookup.
 func (p *parser) object() (map[string]any, error) {
 	obj := map[string]any{}
-	seen := map[string]string{} // folded NFC form -> name
+	var seen names
 	for p.dec.PeekKind() != '}' {
 		tok, err := p.dec.ReadToken()
 		if err != nil {
@@ -143,20 +153,54 @@ func (p *parser) object() (map[string]any, error) {
 			return nil, err
 		}
 		folded := foldNFC(name)
-		if first, dup := seen[folded]; dup {
+		if first, dup := seen.add(folded, name); dup {
 			msg := fmt.Sprintf("duplicate key %q in a JSON object", name)
 			if first != name {
 				msg = fmt.Sprintf("keys %q and %q in one JSON object differ only in case or Unicode normalization", first, name)
 			}
 			return nil, &InputError{Err: ErrDuplicateKey, Msg: msg}
 		}
-		seen[folded] = name
 		if obj[name], err = p.value(); err != nil {
 			return nil, err
 		}
 	}
 	_, err := p.dec.ReadToken()
 	return obj, err
+}
+
+// names is the set of an object's member names by folded NFC form: a
+// short list while the object is small, a map beyond.
+type names struct {
+	few  [8][2]string // folded form, name
+	n    int
+	many map[string]string
+}
+
+// add records name under its folded form, or returns the name already
+// recorded there.
+func (s *names) add(folded, name string) (first string, dup bool) {
+	if s.many != nil {
+		if first, dup = s.many[folded]; !dup {
+			s.many[folded] = name
+		}
+		return first, dup
+	}
+	for _, e := range s.few[:s.n] {
+		if e[0] == folded {
+			return e[1], true
+		}
+	}
+	if s.n < len(s.few) {
+		s.few[s.n] = [2]string{folded, name}
+		s.n++
+		return "", false
+	}
+	s.many = make(map[string]string, 2*len(s.few))
+	for _, e := range s.few {
+		s.many[e[0]] = e[1]
+	}
+	s.many[folded] = name
+	return "", false
 }
 
 // text refuses a string that holds a Unicode noncharacter (U+FDD0 to
