@@ -132,7 +132,15 @@ type Executor struct {
 	tools map[string]*Tool
 	group singleflight.Group
 	n     counters
+	// poll is the longest interval between two looks at a record held by
+	// a caller in another process (waitPoll).
+	poll time.Duration
 }
+
+// waitPoll bounds the interval of waitSettled's polls: a duplicate whose
+// first attempt runs in another process learns of its end this late at
+// most.
+const waitPoll = 25 * time.Millisecond
 
 // DisabledEnv is the environment variable that, set to "1", turns
 // Config.Disabled on for every Executor made by New.
@@ -153,7 +161,7 @@ func New(store ledger.Store, cfg *Config) *Executor {
 		c.Logger.Warn("idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
 			slog.String("env", DisabledEnv))
 	}
-	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}}
+	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll}
 }
 
 // Register adds tools, all or none: it checks every tool first and
@@ -460,6 +468,9 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 		defer f.stop() // also when the tool exits its goroutine
 		return r.act(ctx, f, cr)
 	}()
+	// Whether or not the write succeeded, the callers of this process
+	// waiting for the action look at the record now.
+	defer settles.wake(r.id.key)
 	return s(ctx)
 }
 
@@ -897,9 +908,11 @@ func (r *run) conflict(prev *ledger.Record) Result {
 		Text: fmt.Sprintf("A %s for %s was already %s with different %s. Not repeated.", r.t.Name, r.id.described, what, fields)}
 }
 
-// waitSettled polls the record with backoff for up to Config.Wait while
-// another caller holds it. It returns the last record seen (nil if it
-// disappeared).
+// waitSettled waits for up to Config.Wait while another caller holds the
+// record, and returns the last record seen (nil if it disappeared). It
+// looks at the record whenever a run in this process settles the key, and
+// otherwise polls it with backoff, at most Executor.poll apart, for a
+// holder in another process.
 func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Record {
 	if r.e.cfg.Wait < 0 {
 		return prev
@@ -907,11 +920,15 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 	// The options, not fields set afterwards: the constructor already
 	// fixed the first interval.
 	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(5*time.Millisecond),
-		backoff.WithMaxInterval(200*time.Millisecond),
+		backoff.WithInitialInterval(r.e.poll/5),
+		backoff.WithMaxInterval(r.e.poll),
 		backoff.WithMaxElapsedTime(r.e.cfg.Wait),
 	)
 	bc := backoff.WithContext(b, ctx)
+	woken, release := settles.wait(r.id.key)
+	defer func() { release() }()
+	deadline := time.NewTimer(r.e.cfg.Wait)
+	defer deadline.Stop()
 	for {
 		d := bc.NextBackOff()
 		if d == backoff.Stop {
@@ -922,6 +939,13 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 		case <-ctx.Done():
 			t.Stop()
 			return prev
+		case <-deadline.C:
+			t.Stop()
+			return prev
+		case <-woken:
+			t.Stop()
+			release()
+			woken, release = settles.wait(r.id.key)
 		case <-t.C:
 		}
 		rec, err := r.e.store.Get(ctx, r.id.key)
