@@ -615,30 +615,38 @@ func (r *run) runTool(ctx context.Context) (eff Effect, err error) {
 // record taken over. A heartbeat renews the lease every half lease (up to
 // the context's deadline); a renewal that fails is retried until the lease
 // ends. Lease times are read from Config.Clock; the waits between them are
-// real timers.
+// real timers, and a heartbeat runs only when its timer fires (no
+// goroutine waits for it meanwhile).
 type fence struct {
 	r      *run
 	parent context.Context
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	done   chan struct{}
-	wg     sync.WaitGroup
 	mu     sync.Mutex // serializes renewals; guards until
 	until  time.Time
+	tmu    sync.Mutex // guards timer and stopped
+	timer  *time.Timer
+	// stopped is set by stop: no heartbeat is scheduled after it.
+	stopped bool
+	beats   sync.WaitGroup // a heartbeat scheduled or running
 }
 
 func (r *run) fence(ctx context.Context) *fence {
 	fctx, cancel := context.WithCancelCause(ctx)
-	f := &fence{r: r, parent: ctx, ctx: fctx, cancel: cancel, done: make(chan struct{}), until: r.leaseUntil}
-	f.wg.Add(1)
-	go f.watch()
+	f := &fence{r: r, parent: ctx, ctx: fctx, cancel: cancel, until: r.leaseUntil}
+	f.schedule()
 	return f
 }
 
 // stop ends the heartbeat and releases the fence's context.
 func (f *fence) stop() {
-	close(f.done)
-	f.wg.Wait()
+	f.tmu.Lock()
+	f.stopped = true
+	if f.timer != nil && f.timer.Stop() {
+		f.beats.Done() // it will not run
+	}
+	f.tmu.Unlock()
+	f.beats.Wait()
 	f.cancel(context.Canceled)
 }
 
@@ -648,44 +656,53 @@ func (f *fence) lease() time.Time {
 	return f.until
 }
 
-func (f *fence) watch() {
-	defer f.wg.Done()
+// schedule ends the fence if the lease has ended, and otherwise sets the
+// timer of the next heartbeat: in half a lease; once renewals have failed
+// for that long, at half the remaining time until the lease ends.
+func (f *fence) schedule() {
 	cfg := &f.r.e.cfg
-	for {
-		now := cfg.Clock.Now()
-		until := f.lease()
-		if !now.Before(until) {
-			f.cancel(fmt.Errorf("%w: the lease ended at %s without renewal", ErrLeaseLost, until.UTC().Format(time.RFC3339Nano)))
-			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", context.Cause(f.ctx)))
-			return
-		}
-		// Renew every half lease; once renewals have failed for that long,
-		// retry at half the remaining time until the lease ends.
-		wait := cfg.Lease / 2
-		if left := until.Sub(now); left <= wait {
-			wait = left / 2
-		}
-		t := time.NewTimer(max(wait, time.Millisecond))
-		select {
-		case <-f.done:
-			t.Stop()
-			return
-		case <-f.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		left := f.lease().Sub(cfg.Clock.Now())
-		if left <= 0 {
-			continue // ended: cancelled above
-		}
+	now := cfg.Clock.Now()
+	until := f.lease()
+	if !now.Before(until) {
+		f.cancel(fmt.Errorf("%w: the lease ended at %s without renewal", ErrLeaseLost, until.UTC().Format(time.RFC3339Nano)))
+		f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", context.Cause(f.ctx)))
+		return
+	}
+	wait := cfg.Lease / 2
+	if left := until.Sub(now); left <= wait {
+		wait = left / 2
+	}
+	f.tmu.Lock()
+	defer f.tmu.Unlock()
+	if f.stopped {
+		return
+	}
+	f.beats.Add(1)
+	f.timer = time.AfterFunc(max(wait, time.Millisecond), f.beat)
+}
+
+// beat is one heartbeat: it renews the lease and schedules the next one,
+// unless the fence was stopped or its context ended meanwhile.
+func (f *fence) beat() {
+	defer f.beats.Done()
+	f.tmu.Lock()
+	stopped := f.stopped
+	f.tmu.Unlock()
+	if stopped || f.ctx.Err() != nil {
+		return
+	}
+	if left := f.lease().Sub(f.r.e.cfg.Clock.Now()); left > 0 {
 		// A renewal that outlasts the lease is no renewal: bound the write.
 		switch err := f.renew(left); {
 		case errors.Is(err, ErrLeaseLost):
 			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", err))
+			return
 		case err != nil:
 			f.r.log(f.parent, slog.LevelWarn, "idemkit lease renewal failed; retrying until the lease ends", slog.Any("err", err))
 		}
+	}
+	if f.ctx.Err() == nil {
+		f.schedule()
 	}
 }
 
