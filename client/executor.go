@@ -132,7 +132,15 @@ type Executor struct {
 	tools map[string]*Tool
 	group singleflight.Group
 	n     counters
+	// poll is the longest interval between two looks at a record held by
+	// a caller in another process (waitPoll).
+	poll time.Duration
 }
+
+// waitPoll bounds the interval of waitSettled's polls: a duplicate whose
+// first attempt runs in another process learns of its end this late at
+// most.
+const waitPoll = 25 * time.Millisecond
 
 // DisabledEnv is the environment variable that, set to "1", turns
 // Config.Disabled on for every Executor made by New.
@@ -153,7 +161,7 @@ func New(store ledger.Store, cfg *Config) *Executor {
 		c.Logger.Warn("idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
 			slog.String("env", DisabledEnv))
 	}
-	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}}
+	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll}
 }
 
 // Register adds tools, all or none: it checks every tool first and
@@ -356,6 +364,9 @@ func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID stri
 	if res.Attempt != 0 {
 		r.inv.Attempt = res.Attempt
 	}
+	if !e.cfg.Logger.Enabled(ctx, slog.LevelInfo) {
+		return res, err
+	}
 	attrs := []slog.Attr{slog.String("outcome", res.Outcome.String()), slog.Duration("latency", e.cfg.Clock.Now().Sub(start))}
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
@@ -457,6 +468,9 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 		defer f.stop() // also when the tool exits its goroutine
 		return r.act(ctx, f, cr)
 	}()
+	// Whether or not the write succeeded, the callers of this process
+	// waiting for the action look at the record now.
+	defer settles.wake(r.id.key)
 	return s(ctx)
 }
 
@@ -601,30 +615,38 @@ func (r *run) runTool(ctx context.Context) (eff Effect, err error) {
 // record taken over. A heartbeat renews the lease every half lease (up to
 // the context's deadline); a renewal that fails is retried until the lease
 // ends. Lease times are read from Config.Clock; the waits between them are
-// real timers.
+// real timers, and a heartbeat runs only when its timer fires (no
+// goroutine waits for it meanwhile).
 type fence struct {
 	r      *run
 	parent context.Context
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	done   chan struct{}
-	wg     sync.WaitGroup
 	mu     sync.Mutex // serializes renewals; guards until
 	until  time.Time
+	tmu    sync.Mutex // guards timer and stopped
+	timer  *time.Timer
+	// stopped is set by stop: no heartbeat is scheduled after it.
+	stopped bool
+	beats   sync.WaitGroup // a heartbeat scheduled or running
 }
 
 func (r *run) fence(ctx context.Context) *fence {
 	fctx, cancel := context.WithCancelCause(ctx)
-	f := &fence{r: r, parent: ctx, ctx: fctx, cancel: cancel, done: make(chan struct{}), until: r.leaseUntil}
-	f.wg.Add(1)
-	go f.watch()
+	f := &fence{r: r, parent: ctx, ctx: fctx, cancel: cancel, until: r.leaseUntil}
+	f.schedule()
 	return f
 }
 
 // stop ends the heartbeat and releases the fence's context.
 func (f *fence) stop() {
-	close(f.done)
-	f.wg.Wait()
+	f.tmu.Lock()
+	f.stopped = true
+	if f.timer != nil && f.timer.Stop() {
+		f.beats.Done() // it will not run
+	}
+	f.tmu.Unlock()
+	f.beats.Wait()
 	f.cancel(context.Canceled)
 }
 
@@ -634,44 +656,53 @@ func (f *fence) lease() time.Time {
 	return f.until
 }
 
-func (f *fence) watch() {
-	defer f.wg.Done()
+// schedule ends the fence if the lease has ended, and otherwise sets the
+// timer of the next heartbeat: in half a lease; once renewals have failed
+// for that long, at half the remaining time until the lease ends.
+func (f *fence) schedule() {
 	cfg := &f.r.e.cfg
-	for {
-		now := cfg.Clock.Now()
-		until := f.lease()
-		if !now.Before(until) {
-			f.cancel(fmt.Errorf("%w: the lease ended at %s without renewal", ErrLeaseLost, until.UTC().Format(time.RFC3339Nano)))
-			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", context.Cause(f.ctx)))
-			return
-		}
-		// Renew every half lease; once renewals have failed for that long,
-		// retry at half the remaining time until the lease ends.
-		wait := cfg.Lease / 2
-		if left := until.Sub(now); left <= wait {
-			wait = left / 2
-		}
-		t := time.NewTimer(max(wait, time.Millisecond))
-		select {
-		case <-f.done:
-			t.Stop()
-			return
-		case <-f.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		left := f.lease().Sub(cfg.Clock.Now())
-		if left <= 0 {
-			continue // ended: cancelled above
-		}
+	now := cfg.Clock.Now()
+	until := f.lease()
+	if !now.Before(until) {
+		f.cancel(fmt.Errorf("%w: the lease ended at %s without renewal", ErrLeaseLost, until.UTC().Format(time.RFC3339Nano)))
+		f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", context.Cause(f.ctx)))
+		return
+	}
+	wait := cfg.Lease / 2
+	if left := until.Sub(now); left <= wait {
+		wait = left / 2
+	}
+	f.tmu.Lock()
+	defer f.tmu.Unlock()
+	if f.stopped {
+		return
+	}
+	f.beats.Add(1)
+	f.timer = time.AfterFunc(max(wait, time.Millisecond), f.beat)
+}
+
+// beat is one heartbeat: it renews the lease and schedules the next one,
+// unless the fence was stopped or its context ended meanwhile.
+func (f *fence) beat() {
+	defer f.beats.Done()
+	f.tmu.Lock()
+	stopped := f.stopped
+	f.tmu.Unlock()
+	if stopped || f.ctx.Err() != nil {
+		return
+	}
+	if left := f.lease().Sub(f.r.e.cfg.Clock.Now()); left > 0 {
 		// A renewal that outlasts the lease is no renewal: bound the write.
 		switch err := f.renew(left); {
 		case errors.Is(err, ErrLeaseLost):
 			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", err))
+			return
 		case err != nil:
 			f.r.log(f.parent, slog.LevelWarn, "idemkit lease renewal failed; retrying until the lease ends", slog.Any("err", err))
 		}
+	}
+	if f.ctx.Err() == nil {
+		f.schedule()
 	}
 }
 
@@ -894,9 +925,11 @@ func (r *run) conflict(prev *ledger.Record) Result {
 		Text: fmt.Sprintf("A %s for %s was already %s with different %s. Not repeated.", r.t.Name, r.id.described, what, fields)}
 }
 
-// waitSettled polls the record with backoff for up to Config.Wait while
-// another caller holds it. It returns the last record seen (nil if it
-// disappeared).
+// waitSettled waits for up to Config.Wait while another caller holds the
+// record, and returns the last record seen (nil if it disappeared). It
+// looks at the record whenever a run in this process settles the key, and
+// otherwise polls it with backoff, at most Executor.poll apart, for a
+// holder in another process.
 func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Record {
 	if r.e.cfg.Wait < 0 {
 		return prev
@@ -904,11 +937,15 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 	// The options, not fields set afterwards: the constructor already
 	// fixed the first interval.
 	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(5*time.Millisecond),
-		backoff.WithMaxInterval(200*time.Millisecond),
+		backoff.WithInitialInterval(r.e.poll/5),
+		backoff.WithMaxInterval(r.e.poll),
 		backoff.WithMaxElapsedTime(r.e.cfg.Wait),
 	)
 	bc := backoff.WithContext(b, ctx)
+	woken, release := settles.wait(r.id.key)
+	defer func() { release() }()
+	deadline := time.NewTimer(r.e.cfg.Wait)
+	defer deadline.Stop()
 	for {
 		d := bc.NextBackOff()
 		if d == backoff.Stop {
@@ -919,6 +956,13 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 		case <-ctx.Done():
 			t.Stop()
 			return prev
+		case <-deadline.C:
+			t.Stop()
+			return prev
+		case <-woken:
+			t.Stop()
+			release()
+			woken, release = settles.wait(r.id.key)
 		case <-t.C:
 		}
 		rec, err := r.e.store.Get(ctx, r.id.key)

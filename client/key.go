@@ -11,6 +11,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -57,13 +58,18 @@ func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
 	// The decoder's own duplicate check is off: the name set of
 	// parser.object finds every duplicate it would, and one set per object
 	// is enough.
-	p := parser{dec: jsontext.NewDecoder(bytes.NewReader(input), jsontext.AllowDuplicateNames(true))}
+	p := parsers.Get().(*parser)
+	p.in.Reset(input)
+	p.dec.Reset(&p.in, jsontext.AllowDuplicateNames(true))
 	v, err := p.value()
 	if err == nil {
 		if _, extra := p.dec.ReadToken(); extra != io.EOF {
 			err = errors.New("data after the top-level value")
 		}
 	}
+	p.in.Reset(nil)
+	p.dec.Reset(&p.in)
+	parsers.Put(p)
 	if err != nil {
 		return nil, invalidJSON(err)
 	}
@@ -94,8 +100,12 @@ func invalidJSON(err error) *InputError {
 // parser builds the decoded value of an input from the tokens of a strict
 // jsontext.Decoder, which refuses invalid UTF-8 and lone surrogates.
 type parser struct {
-	dec *jsontext.Decoder
+	in  bytes.Reader
+	dec jsontext.Decoder
 }
+
+// parsers keeps decoders and their buffers between calls.
+var parsers = sync.Pool{New: func() any { return new(parser) }}
 
 func (p *parser) value() (any, error) {
 	tok, err := p.dec.ReadToken()
@@ -132,7 +142,7 @@ func (p *parser) value() (any, error) {
 // only in case or normalization, is found in one lookup.
 func (p *parser) object() (map[string]any, error) {
 	obj := map[string]any{}
-	seen := map[string]string{} // folded NFC form -> name
+	var seen names
 	for p.dec.PeekKind() != '}' {
 		tok, err := p.dec.ReadToken()
 		if err != nil {
@@ -143,20 +153,54 @@ func (p *parser) object() (map[string]any, error) {
 			return nil, err
 		}
 		folded := foldNFC(name)
-		if first, dup := seen[folded]; dup {
+		if first, dup := seen.add(folded, name); dup {
 			msg := fmt.Sprintf("duplicate key %q in a JSON object", name)
 			if first != name {
 				msg = fmt.Sprintf("keys %q and %q in one JSON object differ only in case or Unicode normalization", first, name)
 			}
 			return nil, &InputError{Err: ErrDuplicateKey, Msg: msg}
 		}
-		seen[folded] = name
 		if obj[name], err = p.value(); err != nil {
 			return nil, err
 		}
 	}
 	_, err := p.dec.ReadToken()
 	return obj, err
+}
+
+// names is the set of an object's member names by folded NFC form: a
+// short list while the object is small, a map beyond.
+type names struct {
+	few  [8][2]string // folded form, name
+	n    int
+	many map[string]string
+}
+
+// add records name under its folded form, or returns the name already
+// recorded there.
+func (s *names) add(folded, name string) (first string, dup bool) {
+	if s.many != nil {
+		if first, dup = s.many[folded]; !dup {
+			s.many[folded] = name
+		}
+		return first, dup
+	}
+	for _, e := range s.few[:s.n] {
+		if e[0] == folded {
+			return e[1], true
+		}
+	}
+	if s.n < len(s.few) {
+		s.few[s.n] = [2]string{folded, name}
+		s.n++
+		return "", false
+	}
+	s.many = make(map[string]string, 2*len(s.few))
+	for _, e := range s.few {
+		s.many[e[0]] = e[1]
+	}
+	s.many[folded] = name
+	return "", false
 }
 
 // text refuses a string that holds a Unicode noncharacter (U+FDD0 to
@@ -282,8 +326,9 @@ type binding struct {
 // hashFields returns the hex sha256 of the canonical JSON of
 // [prefix..., [[path, value], ...]] and a human description of the fields,
 // and appends the bound value of every present field to *bound.
-func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) (string, string, error) {
-	canon, desc, err := canonicalFields(prefix, tool, obj, fields, required, bound)
+func hashFields(prefix []string, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) (string, string, error) {
+	var buf [256]byte
+	canon, desc, err := canonicalFields(buf[:0], prefix, tool, obj, fields, required, bound)
 	if err != nil {
 		return "", "", err
 	}
@@ -291,33 +336,53 @@ func hashFields(prefix []any, tool string, obj map[string]any, fields []Field, r
 	return hex.EncodeToString(sum[:]), desc, nil
 }
 
-// canonicalFields returns the canonical JSON that hashFields hashes.
-func canonicalFields(prefix []any, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) ([]byte, string, error) {
-	pairs := make([]any, 0, len(fields))
+// canonicalFields appends the canonical JSON that hashFields hashes to b.
+func canonicalFields(b []byte, prefix []string, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) ([]byte, string, error) {
+	paths := make([]string, len(fields))
+	values := make([]any, len(fields))
 	var desc strings.Builder
 	for i, f := range fields {
 		v, present, err := fieldValue(tool, obj, f, required)
 		if err != nil {
 			return nil, "", err
 		}
-		pairs = append(pairs, []any{f.Path, v})
+		paths[i], values[i] = f.Path, v
 		if present {
 			*bound = append(*bound, binding{f.Path, bindValue(f, v)})
 		}
 		if i > 0 {
 			desc.WriteString(", ")
 		}
-		fmt.Fprintf(&desc, "%s %v", f.Path, v)
+		desc.WriteString(f.Path)
+		desc.WriteByte(' ')
+		if s, ok := v.(string); ok {
+			desc.WriteString(s)
+		} else {
+			fmt.Fprint(&desc, v)
+		}
 	}
-	doc, err := json.Marshal(append(prefix, pairs))
+	if canon, ok := appendIdentity(b, prefix, paths, values); ok {
+		return canon, desc.String(), nil
+	}
+	// A value from a custom Normalizer that the direct encoder does not
+	// handle: canonicalize through encoding/json.
+	doc := make([]any, 0, len(prefix)+1)
+	for _, s := range prefix {
+		doc = append(doc, s)
+	}
+	pairs := make([]any, len(fields))
+	for i := range fields {
+		pairs[i] = []any{paths[i], values[i]}
+	}
+	js, err := json.Marshal(append(doc, pairs))
 	if err != nil {
 		return nil, "", &InputError{Tool: tool, Err: ErrFieldType, Msg: err.Error()}
 	}
-	canon, err := jcs.Transform(doc)
+	canon, err := jcs.Transform(js)
 	if err != nil {
 		return nil, "", &InputError{Tool: tool, Err: ErrFieldType, Msg: "cannot canonicalize: " + err.Error()}
 	}
-	return canon, desc.String(), nil
+	return append(b, canon...), desc.String(), nil
 }
 
 // scopeOf returns the scope element of the key.
@@ -357,7 +422,7 @@ func (t *Tool) CanonicalIdentity(runID string, call Call, maxInputBytes int) ([]
 		return nil, err
 	}
 	var bound []binding
-	canon, _, err := canonicalFields([]any{scope, t.Name}, t.Name, obj, t.Identity, true, &bound)
+	canon, _, err := canonicalFields(nil, []string{scope, t.Name}, t.Name, obj, t.Identity, true, &bound)
 	return canon, err
 }
 
@@ -382,11 +447,11 @@ func (t *Tool) identify(runID string, call Call, maxInputBytes int) (identity, e
 	}
 	var id identity
 	var bound []binding
-	if id.key, id.described, err = hashFields([]any{scope, t.Name}, t.Name, obj, t.Identity, true, &bound); err != nil {
+	if id.key, id.described, err = hashFields([]string{scope, t.Name}, t.Name, obj, t.Identity, true, &bound); err != nil {
 		return identity{}, err
 	}
 	if len(t.Validated) > 0 {
-		if id.fingerprint, _, err = hashFields([]any{t.Name}, t.Name, obj, t.Validated, false, &bound); err != nil {
+		if id.fingerprint, _, err = hashFields([]string{t.Name}, t.Name, obj, t.Validated, false, &bound); err != nil {
 			return identity{}, err
 		}
 	}

@@ -420,6 +420,12 @@ func TestDuplicateKeys(t *testing.T) {
 		`{"ss":1,"ß":2}`:                                    false, // full folding only
 		`{"i":1,"ı":2}`:                                     false, // Turkic
 		`{"amount":1,"c":{"AMOUNT":2}}`:                     false, // other objects
+		// Objects larger than the set's short list.
+		`{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1,"j":1}`:       false,
+		`{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1,"B":1}`:       true,
+		`{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"H":1,"i":1}`:       true,
+		`{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1,"j":1,"j":1}`: true,
+		`{"a":1,"b":1,"c":1,"d":1,"e":1,"f":1,"g":1,"h":1,"i":1,"j":{"A":1}}`: false,
 	} {
 		_, err := ParseInput([]byte(in), 0)
 		if got := errors.Is(err, ErrDuplicateKey); got != dup {

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -195,6 +197,83 @@ func BenchmarkFreshPaired(b *testing.B) {
 		}
 		t2 := time.Now()
 		if res, err := exec.Execute(ctx, "run-"+run, replyCall(strconv.Itoa(i))); err != nil || res.Outcome != client.Executed {
+			b.Fatalf("Execute = %v, %v", res.Outcome, err)
+		}
+		t3 := time.Now()
+		raw, st, ex = raw+t1.Sub(t0), st+t2.Sub(t1), ex+t3.Sub(t2)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(raw)/n, "raw-ns/op")
+	b.ReportMetric(float64(st)/n, "store-ns/op")
+	b.ReportMetric(float64(ex)/n, "execute-ns/op")
+	b.ReportMetric(float64(st)/float64(raw), "store/raw")
+	b.ReportMetric(float64(ex)/float64(raw), "execute/raw")
+}
+
+// rawReplay is the least a replay costs on the wire: a claim's conditional
+// UpdateItem that fails, and, where the server does not return the
+// blocking item with the failure (dynalite), one consistent GetItem.
+func rawReplay(ctx context.Context, api *dynamodb.Client, table, key string) error {
+	pk := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}}
+	_, err := api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(table),
+		Key:                                 pk,
+		UpdateExpression:                    aws.String("SET #o = :o"),
+		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
+		ExpressionAttributeNames:            map[string]string{"#o": "owner"},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": &types.AttributeValueMemberS{Value: "o"}},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var cf *types.ConditionalCheckFailedException
+	if !errors.As(err, &cf) {
+		return fmt.Errorf("raw replay claim: %v, want a failed condition", err)
+	}
+	if len(cf.Item) > 0 {
+		return nil
+	}
+	_, err = api.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: pk, ConsistentRead: aws.Bool(true)})
+	return err
+}
+
+// BenchmarkReplayPaired is BenchmarkFreshPaired for a replay: the raw
+// floor (rawReplay), a Store Claim of a done key and an Execute of a done
+// action, in turn in every iteration, with their ratios to the floor.
+func BenchmarkReplayPaired(b *testing.B) {
+	api := newClient(dynalitetest.Endpoint(b), nil)
+	table := dynalitetest.NewTable(b, api)
+	store := ledgerdynamo.New(api, table, nil)
+	exec, _ := newExecutor(b, store)
+	ctx := context.Background()
+	run := "run-" + strconv.FormatInt(benchRuns.Add(1), 10)
+	if err := rawClaimComplete(ctx, api, table, "raw-"+run); err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	sum := sha256.Sum256([]byte(run))
+	p := ledger.ClaimParams{Key: hex.EncodeToString(sum[:]), Tool: "send_reply", RunID: run, Owner: "o1",
+		LeaseUntil: now.Add(time.Minute), Fingerprint: hex.EncodeToString(sum[:]), ExpiresAt: now.Add(time.Hour)}
+	if _, err := store.Claim(ctx, p); err != nil {
+		b.Fatal(err)
+	}
+	if err := store.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "replied to ticket 42", Ref: "msg_1"}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := exec.Execute(ctx, run, replyCall("42")); err != nil {
+		b.Fatal(err)
+	}
+	p.Owner = "o2"
+	var raw, st, ex time.Duration
+	for range b.N {
+		t0 := time.Now()
+		if err := rawReplay(ctx, api, table, "raw-"+run); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if res, err := store.Claim(ctx, p); err != nil || res.Claimed || res.Previous.State != ledger.StateDone {
+			b.Fatalf("Claim = %+v, %v", res, err)
+		}
+		t2 := time.Now()
+		if res, err := exec.Execute(ctx, run, replyCall("42")); err != nil || res.Outcome != client.AlreadyDone {
 			b.Fatalf("Execute = %v, %v", res.Outcome, err)
 		}
 		t3 := time.Now()

@@ -53,13 +53,19 @@
 //
 // # Writes
 //
-// Claim is one conditional UpdateItem. It is an UpdateItem, not a PutItem as
-// the design first sketched, because a claim keeps the attempt number of the
-// record it takes over (attempts = if_not_exists(attempts, 1), and likewise
-// attempt_at) and a PutItem
-// replaces the whole item. The condition: the key is absent, or the live
-// record is failed, or it is uncertain or pending with a lapsed lease and has
-// the same fingerprint. In words:
+// Claim is a conditional UpdateItem that expects no record
+// (attribute_not_exists(pk), attempt 1): the usual case, and the smallest
+// request, since a server's cost grows with the expressions it evaluates.
+// ReturnValuesOnConditionCheckFailure=ALL_OLD gives the blocking record in
+// the same round trip, so a replay is one request; servers that do not
+// return it (dynalite) cost one consistent GetItem more. When that record
+// may be claimed, a second UpdateItem takes it over. It is an UpdateItem,
+// not a PutItem as the design first sketched, because a claim keeps the
+// attempt number of the record it takes over (attempts =
+// if_not_exists(attempts, 1), and likewise attempt_at) and a PutItem
+// replaces the whole item. Its condition: the key is absent, or the live
+// record is failed, or it is uncertain or pending with a lapsed lease and
+// has the same fingerprint. In words:
 //
 //	attribute_not_exists(pk)
 //	OR state = failed AND expires_at > :now_s
@@ -69,13 +75,10 @@
 // A pending record never expires (ledger.Record.Expired): an abandoned one
 // whose retention has run out is taken over like any abandoned claim and
 // returned, so that the caller reconciles first. ReturnValues=ALL_OLD gives
-// the record taken over; ReturnValuesOnConditionCheckFailure=ALL_OLD gives
-// the blocking record in the same round trip. Servers that do not return it
-// (dynalite) cost one consistent GetItem more. A settled record whose
-// retention has run out but that TTL has not deleted yet (TTL lags by up to
-// about two days) is replaced by a second conditional write (absent, or
-// expired and not pending) that restarts the attempt number, as over an
-// absent key.
+// the record taken over. A settled record whose retention has run out but
+// that TTL has not deleted yet (TTL lags by up to about two days) is
+// replaced by a second conditional write (absent, or expired and not
+// pending) that restarts the attempt number, as over an absent key.
 //
 // Complete, Fail and Extend are UpdateItems conditional on owner and state
 // pending; a false condition is ledger.ErrNotOwner. Extend also raises

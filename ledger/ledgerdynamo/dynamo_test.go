@@ -60,6 +60,22 @@ func TestRequestsOnTheWire(t *testing.T) {
 	}
 	want("Claim of a done key", map[string]int{"UpdateItem": 1, "GetItem": 1})
 
+	// A failed record: the claim expecting no record fails, the record is
+	// read, and a second write takes it over (one request less where the
+	// server returns the old item).
+	fp := params("k-failed", "owner-a")
+	if _, err := store.Claim(ctx, fp); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Fail(ctx, fp.Key, fp.Owner, ledger.Failure{Definite: true, Reason: "declined"}); err != nil {
+		t.Fatal(err)
+	}
+	c.take()
+	if res, err := store.Claim(ctx, params(fp.Key, "owner-b")); err != nil || !res.Claimed || res.Attempt != 2 || res.Previous == nil || res.Previous.State != ledger.StateFailed {
+		t.Fatalf("Claim over a failed record = %+v, %v; want claimed, attempt 2, previous failed", res, err)
+	}
+	want("Claim over a failed record", map[string]int{"GetItem": 1, "UpdateItem": 2})
+
 	// A record expired but not yet deleted by TTL: the claim replaces it
 	// with a second write, attempt back to 1.
 	q := params("k-expired", "owner-a")

@@ -96,11 +96,27 @@ func New(api API, table string, cfg *Config) *Store {
 // changed between its write and its read (a race with other claimers).
 const claimRounds = 4
 
-// Claim claims the key with one conditional UpdateItem. When the condition
-// fails, the blocking record comes from the error (ALL_OLD) or, if the
-// server did not return it, from one consistent GetItem. A record that has
-// expired but not yet been deleted by TTL is replaced by a second write that
-// also restarts the attempt number.
+// claimMode is the condition of one claim request.
+type claimMode int
+
+const (
+	// claimAbsent claims a key without a record: the usual case, with the
+	// smallest request (on dynalite an expression's size is most of a
+	// request's cost).
+	claimAbsent claimMode = iota
+	// claimOver takes over a failed, uncertain or abandoned record.
+	claimOver
+	// claimExpired replaces a record whose retention has run out.
+	claimExpired
+)
+
+// Claim claims the key with one conditional UpdateItem that expects no
+// record. When the condition fails, the blocking record comes from the
+// error (ALL_OLD) or, if the server did not return it, from one consistent
+// GetItem; a record that may be claimed (failed, uncertain, abandoned) is
+// then taken over by a second write conditional on its state, and a
+// record that has expired but not yet been deleted by TTL is replaced by
+// a second write that also restarts the attempt number.
 func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
 	if s.err != nil {
 		return ledger.ClaimResult{}, s.err
@@ -108,12 +124,12 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	if err := p.Validate(); err != nil {
 		return ledger.ClaimResult{}, err
 	}
-	fresh := false
+	mode := claimAbsent
 	for range claimRounds {
 		now := s.cfg.Clock.Now()
 		var out *dynamodb.UpdateItemOutput
 		err := s.do(ctx, "claim", func(ctx context.Context) (err error) {
-			out, err = s.api.UpdateItem(ctx, s.claimInput(p, now, fresh), noSDKRetry)
+			out, err = s.api.UpdateItem(ctx, s.claimInput(p, now, mode), noSDKRetry)
 			return err
 		})
 		var cf *conditionFailed
@@ -123,16 +139,16 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 			case err != nil:
 				return ledger.ClaimResult{}, err
 			case rec == nil: // deleted meanwhile
-				fresh = false
+				mode = claimAbsent
 			case cf.maybeApplied && rec.Owner == p.Owner && rec.State == ledger.StatePending:
 				// An attempt whose answer was lost did claim the key. What it
 				// took over is unknown, so report the record as found: a
 				// pending Previous makes the caller reconcile first.
 				return ledger.ClaimResult{Claimed: true, Attempt: rec.Attempt, Previous: rec}, nil
 			case rec.Expired(now):
-				fresh = true
-			case claimable(rec, p.Fingerprint, now): // changed meanwhile
-				fresh = false
+				mode = claimExpired
+			case claimable(rec, p.Fingerprint, now):
+				mode = claimOver
 			default:
 				return ledger.ClaimResult{Previous: rec}, nil
 			}
@@ -142,7 +158,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 			return ledger.ClaimResult{}, err
 		}
 		res := ledger.ClaimResult{Claimed: true, Attempt: 1}
-		if !fresh && len(out.Attributes) > 0 {
+		if mode == claimOver && len(out.Attributes) > 0 {
 			prev, err := s.lay.decode(out.Attributes)
 			if err != nil {
 				return ledger.ClaimResult{}, unavailable("claim", err)
@@ -155,35 +171,43 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	return ledger.ClaimResult{}, unavailable("claim", fmt.Errorf("key %q changed under %d claim rounds", p.Key, claimRounds))
 }
 
-// claimInput builds the claim's UpdateItem. The update keeps the attempt
-// number and its time (an UpdateItem, not a PutItem, for that reason) and
-// clears what a settled record held. fresh replaces an expired record: its
-// condition is "absent or expired" and the attempt restarts at 1, now.
-func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, fresh bool) *dynamodb.UpdateItemInput {
-	attempts := "#attempts = if_not_exists(#attempts, :one), #attempt_at = if_not_exists(#attempt_at, :now_ms)"
-	// In disjunctive form, without parentheses (AND binds tighter than OR):
-	// dynalite's parser takes tens of milliseconds over nested ones.
-	// A pending record never expires: an abandoned one is taken over (and
-	// returned, so that the caller reconciles) whatever its expires_at.
-	cond := "attribute_not_exists(#pk)" +
-		" OR #state = :failed AND #expires_at > :now_s" +
-		" OR #state = :uncertain AND #fingerprint = :fp AND #expires_at > :now_s" +
-		" OR #state = :pending AND #lease_until <= :now_ms AND #fingerprint = :fp"
+// claimInput builds the claim's UpdateItem for mode. Over a record, the
+// update keeps the attempt number and its time (an UpdateItem, not a
+// PutItem, for that reason) and clears what a settled record held; a new
+// or replaced record starts at attempt 1, now.
+func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, mode claimMode) *dynamodb.UpdateItemInput {
 	values := item{
 		":pending": sv(string(ledger.StatePending)), ":owner": sv(p.Owner), ":lease": nv(millis(p.LeaseUntil)),
 		":exp": nv(seconds(p.ExpiresAt)), ":fp": sv(p.Fingerprint), ":tool": sv(p.Tool), ":run": sv(p.RunID),
-		":now_ms": nv(millis(now)), ":now_s": nv(seconds(now)), ":one": nv(1),
-		":failed": sv(string(ledger.StateFailed)), ":uncertain": sv(string(ledger.StateUncertain)),
-	}
-	if fresh {
-		attempts = "#attempts = :one, #attempt_at = :now_ms"
-		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s AND #state <> :pending"
-		delete(values, ":failed")
-		delete(values, ":uncertain")
+		":now_ms": nv(millis(now)), ":one": nv(1),
 	}
 	update := "SET #state = :pending, #owner = :owner, #lease_until = :lease, #expires_at = :exp, " +
-		"#fingerprint = :fp, #tool = :tool, #run_id = :run, #updated_at = :now_ms, " + attempts +
-		" REMOVE #summary, #ref, #result, #truncated, #reason"
+		"#fingerprint = :fp, #tool = :tool, #run_id = :run, #updated_at = :now_ms, "
+	var cond string
+	switch mode {
+	case claimAbsent:
+		cond = "attribute_not_exists(#pk)"
+		update += "#attempts = :one, #attempt_at = :now_ms"
+	case claimOver:
+		// In disjunctive form, without parentheses (AND binds tighter than
+		// OR): dynalite's parser takes tens of milliseconds over nested
+		// ones. A pending record never expires: an abandoned one is taken
+		// over (and returned, so that the caller reconciles) whatever its
+		// expires_at.
+		cond = "attribute_not_exists(#pk)" +
+			" OR #state = :failed AND #expires_at > :now_s" +
+			" OR #state = :uncertain AND #fingerprint = :fp AND #expires_at > :now_s" +
+			" OR #state = :pending AND #lease_until <= :now_ms AND #fingerprint = :fp"
+		update += "#attempts = if_not_exists(#attempts, :one), #attempt_at = if_not_exists(#attempt_at, :now_ms)" +
+			" REMOVE #summary, #ref, #result, #truncated, #reason"
+		values[":now_s"] = nv(seconds(now))
+		values[":failed"] = sv(string(ledger.StateFailed))
+		values[":uncertain"] = sv(string(ledger.StateUncertain))
+	case claimExpired:
+		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s AND #state <> :pending"
+		update += "#attempts = :one, #attempt_at = :now_ms REMOVE #summary, #ref, #result, #truncated, #reason"
+		values[":now_s"] = nv(seconds(now))
+	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.lay.keyOf(p.Key),

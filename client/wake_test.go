@@ -1,0 +1,149 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+)
+
+// waiting returns how many callers wait for key's settle signal.
+func (w *wakeups) waiting(key string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if u := w.m[key]; u != nil {
+		return u.n
+	}
+	return 0
+}
+
+// countingStore counts Get calls.
+type countingStore struct {
+	ledger.Store
+	gets atomic.Int64
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, key)
+}
+
+// A caller waiting for a duplicate that a run in this process (here, of
+// another Executor on the same ledger) is performing is answered by the
+// settle signal: its polls are an hour apart, so no poll can answer it.
+func TestWaiterWokenBySettleNotByPoll(t *testing.T) {
+	t.Parallel()
+	store := &countingStore{Store: ledgermem.New(nil)}
+	started, finish := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int64
+	tool := Tool{
+		Name:     "send_reply",
+		Identity: []Field{{Path: "ticketId", Norm: String}},
+		Run: func(ctx context.Context, inv Invocation) (Effect, error) {
+			if runs.Add(1) == 1 {
+				close(started)
+				<-finish
+			}
+			return Effect{Summary: "sent once"}, nil
+		},
+	}
+	first := New(store, nil)
+	waiter := New(store, &Config{Wait: time.Hour})
+	waiter.poll = time.Hour
+	for _, e := range []*Executor{first, waiter} {
+		if err := e.Register(tool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"wake-1"}`)}
+	key, err := tool.Key("run", call, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstDone := make(chan Result, 1)
+	go func() {
+		r, _ := first.Execute(context.Background(), "run", call)
+		firstDone <- r
+	}()
+	<-started
+	waited := make(chan Result, 1)
+	go func() {
+		r, _ := waiter.Execute(context.Background(), "run", call)
+		waited <- r
+	}()
+	for deadline := time.Now().Add(10 * time.Second); settles.waiting(key) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second caller never started waiting")
+		}
+	}
+	close(finish)
+	select {
+	case r := <-waited:
+		if r.Outcome != AlreadyDone || r.Summary != "sent once" {
+			t.Fatalf("waiter got %v %q, want AlreadyDone", r.Outcome, r.Text)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter was not woken when the first run settled")
+	}
+	if r := <-firstDone; r.Outcome != Executed {
+		t.Fatalf("first caller got %v %q", r.Outcome, r.Text)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+	if n := store.gets.Load(); n != 1 {
+		t.Fatalf("the waiter read the record %d times, want once, on the signal", n)
+	}
+	if n := settles.waiting(key); n != 0 {
+		t.Fatalf("%d waiters still registered", n)
+	}
+}
+
+// A holder in another process settles the record without a signal here:
+// the waiter finds out by polling.
+func TestWaiterPollsForAnotherProcess(t *testing.T) {
+	t.Parallel()
+	store := ledgermem.New(nil)
+	tool := Tool{Name: "send_reply", Identity: []Field{{Path: "ticketId", Norm: String}},
+		Run: func(context.Context, Invocation) (Effect, error) { return Effect{Summary: "again"}, nil }}
+	e := New(store, &Config{Wait: time.Hour})
+	if err := e.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	call := Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"poll-1"}`)}
+	key, err := tool.Key("run", call, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := store.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run", Owner: "elsewhere",
+		LeaseUntil: now.Add(time.Hour), ExpiresAt: now.Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan Result, 1)
+	go func() {
+		r, _ := e.Execute(ctx, "run", call)
+		waited <- r
+	}()
+	for deadline := time.Now().Add(10 * time.Second); settles.waiting(key) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the caller never started waiting")
+		}
+	}
+	if err := store.Complete(ctx, key, "elsewhere", ledger.Completion{Summary: "sent elsewhere"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-waited:
+		if r.Outcome != AlreadyDone || r.Summary != "sent elsewhere" {
+			t.Fatalf("waiter got %v %q, want AlreadyDone", r.Outcome, r.Text)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter never saw the record settle")
+	}
+}
