@@ -17,7 +17,7 @@ TESTLOG  ?= .tmp/test.log
 # through fakes/stripefake/stripemocktest.
 test: vet
 	@mkdir -p $(dir $(TESTLOG))
-	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 $(PKGS)
+	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 -timeout 20m $(PKGS)
 
 vet:
 	$(GO) vet $(PKGS)
