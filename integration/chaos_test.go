@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -18,9 +20,9 @@ import (
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/reconcile"
@@ -52,26 +54,62 @@ func TestChaos(t *testing.T) {
 }
 
 // The checker is not blind: with blind retry instead of reconciliation (a
-// reconciler that always says "not found") it reports duplicates.
+// reconciler that always says "not found") it reports duplicates on the
+// mail provider, which has no deduplication.
 func TestChaosCheckerCatchesDuplicatesWithoutReconcile(t *testing.T) {
 	t.Parallel()
-	sum := runChaos(t, chaosConfig{seed: 42, runs: 200, blind: true})
+	sum := runChaos(t, chaosConfig{seed: 42, runs: 200, blind: true, scenario: "mail_send"})
 	if sum.duplicates == 0 {
 		t.Errorf("blind retry: %d duplicates in %d runs, want some (lost %d, untruthful %d)", sum.duplicates, sum.runs, sum.lost, sum.untruthful)
 	}
 	t.Logf("blind retry: %d runs, %d duplicates, %d lost, %d untruthful", sum.runs, sum.duplicates, sum.lost, sum.untruthful)
 }
 
+// The checker is not blind to a resend by an owner that lost its claim:
+// with a ledger whose Extend always succeeds (as if the executor resent
+// without renewing), the takeovers in the middle of a reconciliation make
+// duplicates on the mail provider, which has no deduplication.
+func TestChaosCheckerCatchesResendAfterTakeover(t *testing.T) {
+	t.Parallel()
+	sum := runChaos(t, chaosConfig{seed: 43, runs: 100, extendLies: true, takeoverRate: 1, scenario: "mail_send"})
+	if sum.duplicates == 0 {
+		t.Errorf("resend after a takeover: %d duplicates in %d runs, want some (lost %d, untruthful %d)", sum.duplicates, sum.runs, sum.lost, sum.untruthful)
+	}
+	t.Logf("resend after a takeover: %d runs, %d duplicates, %d lost, %d untruthful", sum.runs, sum.duplicates, sum.lost, sum.untruthful)
+}
+
+// The checker is not blind to an action never performed although nothing
+// was done: without the resumed delivery after the uncertainty bound, the
+// mail actions whose first request never committed stay unperformed.
+func TestChaosCheckerCatchesUnperformedActions(t *testing.T) {
+	t.Parallel()
+	sum := runChaos(t, chaosConfig{seed: 44, runs: 200, noResume: true, scenario: "mail_send"})
+	if sum.lost == 0 {
+		t.Errorf("no resume: %d lost in %d runs, want some (duplicates %d, untruthful %d)", sum.lost, sum.runs, sum.duplicates, sum.untruthful)
+	}
+	t.Logf("no resume: %d runs, %d duplicates, %d lost, %d untruthful", sum.runs, sum.duplicates, sum.lost, sum.untruthful)
+}
+
 type chaosConfig struct {
-	seed     int64
-	runs     int
-	blind    bool
+	seed  int64
+	runs  int
+	blind bool
+	// extendLies makes every process's ledger report a lease renewal as
+	// done without doing it: an executor that resends without a renewal.
+	extendLies bool
+	// takeoverRate is the share of actions whose reconciliation is
+	// overtaken by another process (0: the default share).
+	takeoverRate float64
+	// scenario, when set, is the only scenario the runs act on.
+	scenario string
+	// noResume skips the resumed delivery after the uncertainty bound.
+	noResume bool
 	pgSchema string // the workers' PostgreSQL ledger (set by runChaos)
 }
 
 // Shape of the chaos.
 const (
-	chaosWorkers   = 64
+	chaosWorkers   = 16
 	faultRate      = 0.12
 	sqliteShare    = 0.15 // of runs on SQLite; the rest on memory
 	redisShare     = 0.15 // of runs on Redis
@@ -80,6 +118,24 @@ const (
 	maxResumes     = 4
 	maxModelRounds = 3
 	executorWait   = 2 * time.Second
+	// Shares of the actions that meet the classes of failure below.
+	caseVariantRate = 0.05 // the model first sends case-variant keys
+	takeoverRate    = 0.1  // another process takes over mid-reconciliation
+	extendFailRate  = 0.1  // the first processes' lease renewals fail
+	longToolRate    = 0.02 // the tool outlives the record's retention
+	// retention is the executors' Retention, on the fake clock: above
+	// anything a run advances its clock by.
+	retention = time.Hour
+	// A long tool's process claims with a short lease and retention, so
+	// that its heartbeat — real timers, every half lease — keeps up with
+	// the clock the tool advances in steps of half a lease: the tool takes
+	// about the record's retention (at least a lease and a second) in real
+	// time.
+	longLease, longRetention = 200 * time.Millisecond, time.Second
+	// uncertainBound is the longest an action stays uncertain with the
+	// default reconcile configuration (see the README): from the record's
+	// lease end or settlement, InFlight plus the lookup's index lag.
+	uncertainBound = lease + reconcile.DefaultInFlight + indexLagBound + time.Second
 )
 
 // faultTemplates is every fault the fakes inject, drawn at random per
@@ -124,8 +180,8 @@ type worker struct {
 }
 
 func newWorker(t *testing.T, cfg chaosConfig, id int) *worker {
-	w := &worker{id: id, kit: newKit(t, kitOptions{seed: cfg.seed + int64(id), blind: cfg.blind})}
-	w.clock = ledgertest.NewClock(time.Now().Truncate(time.Second))
+	w := &worker{id: id, clock: ledgertest.NewClock(time.Now().Truncate(time.Second))}
+	w.kit = newKit(t, kitOptions{seed: cfg.seed + int64(id), clock: w.clock, blind: cfg.blind})
 	w.mem = ledgermem.New(&ledgermem.Config{Clock: w.clock})
 	db, err := ledgersqlite.Open(context.Background(), filepath.Join(t.TempDir(), fmt.Sprintf("chaos-%d.db", id)),
 		&ledgersqlite.Config{Clock: w.clock, Synchronous: ledgersqlite.SyncNormal})
@@ -140,10 +196,18 @@ func newWorker(t *testing.T, cfg chaosConfig, id int) *worker {
 	for _, s := range scenarios {
 		w.tools = append(w.tools, w.kit.tools[s.name])
 	}
-	for _, name := range providerNames {
-		w.kit.server(name).faults.SetRandomRules(faultRate, faultTemplates...)
-	}
 	return w
+}
+
+// faults turns the random faults of the worker's fakes on or off.
+func (w *worker) faults(on bool) {
+	for _, name := range providerNames {
+		if f := w.kit.server(name).faults; on {
+			f.SetRandomRules(faultRate, faultTemplates...)
+		} else {
+			f.Clear()
+		}
+	}
 }
 
 // chaosSummary adds up the checked runs.
@@ -207,6 +271,7 @@ func runChaos(t *testing.T, cfg chaosConfig) *chaosSummary {
 
 // chaosRun is one agent run: its plan, what happened, and the verdict.
 type chaosRun struct {
+	cfg     chaosConfig
 	w       *worker
 	i       int
 	runID   string
@@ -214,6 +279,7 @@ type chaosRun struct {
 	store   ledger.Store
 	backend string
 	actions []*chaosAction
+	mu      sync.Mutex // guards log and the actions' results while processes run
 	log     []string
 	// where the fakes' journals and fault logs stood when the run began
 	journalFrom, faultFrom map[string]int
@@ -235,16 +301,32 @@ type chaosAction struct {
 	double  bool // the first delivery is approved twice at once
 	recall  bool // the model calls again after success, rephrased
 	disobey bool // the model retries although told not to
-	results []client.Result
-	variant int
+	// caseVariant: the model first sends the input with an identity field
+	// repeated under a case-variant name and another value.
+	caseVariant bool
+	// takeover: the first reconciliation of the action advances the clock
+	// past the owner's lease and another process delivers the call.
+	takeover, tookOver bool
+	// extendFails: the first delivery's processes cannot renew a lease.
+	extendFails bool
+	// long: the first run of the tool outlives the record's retention,
+	// renewing its lease, and the call is delivered again meanwhile.
+	long, ranLong bool
+	// outlived is the record right after a long action: a later delivery
+	// may find its retention over, which makes it a new action.
+	outlived *ledger.Record
+	results  []client.Result
+	variant  int
 }
 
 func (r *chaosRun) logf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.log = append(r.log, fmt.Sprintf(format, args...))
 }
 
 func (w *worker) run(cfg chaosConfig, i int) *chaosRun {
-	r := &chaosRun{w: w, i: i, runID: fmt.Sprintf("chaos-%d-%d", cfg.seed, i),
+	r := &chaosRun{cfg: cfg, w: w, i: i, runID: fmt.Sprintf("chaos-%d-%d", cfg.seed, i),
 		rng:   rand.New(rand.NewPCG(uint64(cfg.seed), uint64(i))),
 		store: w.mem, backend: "memory", journalFrom: map[string]int{}, faultFrom: map[string]int{},
 		states: map[ledger.State]int{}, reasons: map[string]int{}}
@@ -256,14 +338,22 @@ func (w *worker) run(cfg chaosConfig, i int) *chaosRun {
 	case x < sqliteShare+redisShare+postgresShare:
 		r.store, r.backend = w.pg, "postgres"
 	}
+	w.faults(true)
 	for _, name := range providerNames {
 		s := w.kit.server(name)
 		r.journalFrom[name] = len(s.journal())
 		r.faultFrom[name] = len(s.faults.Log())
 	}
+	takeovers := takeoverRate
+	if cfg.takeoverRate > 0 {
+		takeovers = cfg.takeoverRate
+	}
 	ctx := context.Background()
 	for j := range 1 + r.rng.IntN(maxActions) {
 		a := &chaosAction{s: &scenarios[r.rng.IntN(len(scenarios))], n: i*10 + j}
+		if cfg.scenario != "" {
+			a.s = scenarioByName(cfg.scenario)
+		}
 		switch x := r.rng.Float64(); {
 		case x < 0.5:
 		case x < 0.625:
@@ -279,6 +369,14 @@ func (w *worker) run(cfg chaosConfig, i int) *chaosRun {
 		a.double = r.rng.Float64() < 0.2
 		a.recall = r.rng.Float64() < 0.3
 		a.disobey = r.rng.Float64() < 0.2
+		a.caseVariant = r.rng.Float64() < caseVariantRate
+		a.takeover = r.rng.Float64() < takeovers
+		a.extendFails = r.rng.Float64() < extendFailRate
+		if r.rng.Float64() < longToolRate {
+			// One delivery, no fault: once the record has outlived its
+			// retention, any later delivery is a new action.
+			a.long, a.crash, a.double, a.recall, a.disobey, a.takeover, a.extendFails = true, noCrash, false, false, false, false, false
+		}
 		ref, err := prepare(ctx, w.kit, a.s, r.runID+fmt.Sprint(j), a.n)
 		if err != nil {
 			r.problem(&r.lost, "action %d: %v", j, err)
@@ -292,10 +390,22 @@ func (w *worker) run(cfg chaosConfig, i int) *chaosRun {
 			continue
 		}
 		r.actions = append(r.actions, a)
-		r.logf("action %d: %s n=%d key=%.12s crash=%s resumes=%d double=%v recall=%v disobey=%v",
-			j, a.s.name, a.n, a.key, crashNames[a.crash], a.resumes, a.double, a.recall, a.disobey)
+		r.logf("action %d: %s n=%d key=%.12s crash=%s resumes=%d double=%v recall=%v disobey=%v case-variant=%v takeover=%v extend-fails=%v long=%v",
+			j, a.s.name, a.n, a.key, crashNames[a.crash], a.resumes, a.double, a.recall, a.disobey,
+			a.caseVariant, a.takeover, a.extendFails, a.long)
+		if a.caseVariant {
+			r.deliverCaseVariant(a)
+		}
+		if a.long {
+			w.faults(false)
+		}
 		r.perform(a, call)
+		if a.long {
+			w.faults(true)
+			r.keepOutlived(a)
+		}
 	}
+	r.resume()
 	r.finish()
 	return r
 }
@@ -309,35 +419,74 @@ func (a *chaosAction) call(r *chaosRun, id string) client.Call {
 		ID: fmt.Sprintf("toolu_%s_%d", id, a.variant)}
 }
 
+// deliverCaseVariant delivers a's input with its first identity field
+// repeated under an upper-case name and another value: two readers could
+// read it differently, so it must be refused, with no record and (checked
+// at the end) no effect.
+func (r *chaosRun) deliverCaseVariant(a *chaosAction) {
+	call := a.call(r, "variant")
+	field := r.w.kit.tools[a.s.name].Identity[0].Path
+	var in map[string]any
+	if err := json.Unmarshal(call.Input, &in); err != nil {
+		panic(err)
+	}
+	in[strings.ToUpper(field)] = 1000 + a.n
+	var err error
+	if call.Input, err = json.Marshal(in); err != nil {
+		panic(err)
+	}
+	d := r.execute(call, process{})
+	r.logf("  %s (%s): %s", call.ID, call.Input, d)
+	if d.res.Outcome != client.InvalidInput {
+		r.problem(&r.untruthful, "case-variant keys %s: %s, want invalid input", call.Input, d.res.Outcome)
+	}
+	if rec, err := r.store.Get(context.Background(), a.key); !errors.Is(err, ledger.ErrNotFound) {
+		r.problem(&r.untruthful, "case-variant keys %s left a record: %+v (%v)", call.Input, rec, err)
+	}
+}
+
+// keepOutlived keeps the record of a long action as it stands after its
+// delivery, before its retention runs out.
+func (r *chaosRun) keepOutlived(a *chaosAction) {
+	rec, err := r.store.Get(context.Background(), a.key)
+	if err != nil {
+		r.problem(&r.lost, "long action: no record after its delivery: %v", err)
+		return
+	}
+	a.outlived = rec
+}
+
 // perform delivers an action the way the plan says, then lets the model
 // react to what it was told.
 func (r *chaosRun) perform(a *chaosAction, call client.Call) {
+	first := process{a: a, extendFails: a.extendFails, long: a.long}
 	var seen []client.Result
 	switch {
 	case a.crash == crashBeforeClaim:
 		r.logf("  the process died before it delivered the call")
 	case a.crash != noCrash:
-		d := r.execute(call, a.crash)
+		first.crash = a.crash
+		d := r.execute(call, first)
 		switch {
 		case !d.returned:
 			r.logf("  %s: the process died %s", call.ID, crashNames[a.crash])
 		case a.crash == crashAfterRecord:
-			a.results = append(a.results, d.res) // checked, though the model never saw it
+			r.addResult(a, d.res) // checked, though the model never saw it
 			r.logf("  %s: %s; the process died before the model saw it", call.ID, d)
 		default:
 			seen = r.record(a, call, d)
 		}
 	case a.double:
-		seen = r.concurrently(a, call, 2)
+		seen = r.concurrently(a, call, 2, first)
 	default:
-		seen = r.record(a, call, r.execute(call, noCrash))
+		seen = r.record(a, call, r.execute(call, first))
 	}
 	if a.crash != noCrash {
 		// Whatever died, its lease runs out; the run resumes from its
 		// checkpoint and delivers the same call again, maybe from several
 		// processes at once.
 		r.w.clock.Advance(lease + time.Second)
-		seen = r.concurrently(a, call, a.resumes)
+		seen = r.concurrently(a, call, a.resumes, process{a: a})
 	}
 	recalled, disobeyed := false, false
 	for range maxModelRounds {
@@ -354,8 +503,36 @@ func (r *chaosRun) perform(a *chaosAction, call client.Call) {
 			return
 		}
 		next := a.call(r, "again")
-		seen = r.record(a, next, r.execute(next, noCrash))
+		seen = r.record(a, next, r.execute(next, process{a: a}))
 	}
+}
+
+// resume is the run resumed once every action is past the uncertainty
+// bound, with the providers healthy: a reconcile job sweeps, then the agent
+// delivers every call again from its checkpoint. Every action must then be
+// done exactly once, or refused by the provider.
+func (r *chaosRun) resume() {
+	if r.cfg.noResume {
+		return
+	}
+	r.w.faults(false)
+	defer r.w.faults(true)
+	r.w.clock.Advance(uncertainBound)
+	r.sweep()
+	for _, a := range r.actions {
+		if a.long {
+			continue // its retention is over: a delivery would be a new action
+		}
+		call := a.call(r, "resumed")
+		r.record(a, call, r.execute(call, process{}))
+	}
+}
+
+// sweep runs a sweeper over the run's records, as a reconcile job would.
+func (r *chaosRun) sweep() {
+	sweeper := reconcile.NewSweeper(r.store, r.w.tools, &reconcile.SweeperConfig{Clock: r.w.clock, RunID: r.runID})
+	rep, err := sweeper.Sweep(context.Background())
+	r.logf("sweep: %+v (error: %v)", rep, err)
 }
 
 // delivery is the end of one process's handling of a call.
@@ -376,6 +553,12 @@ func (d delivery) String() string {
 	return s
 }
 
+func (r *chaosRun) addResult(a *chaosAction, res client.Result) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.results = append(a.results, res)
+}
+
 // record keeps what the model was told.
 func (r *chaosRun) record(a *chaosAction, call client.Call, ds ...delivery) []client.Result {
 	var seen []client.Result
@@ -388,27 +571,65 @@ func (r *chaosRun) record(a *chaosAction, call client.Call, ds ...delivery) []cl
 			who = fmt.Sprintf(" [process %d]", i+1)
 		}
 		r.logf("  %s%s: %s", call.ID, who, d)
-		a.results = append(a.results, d.res)
+		r.addResult(a, d.res)
 		seen = append(seen, d.res)
 	}
 	return seen
 }
 
+// process is how one process that delivers a call behaves.
+type process struct {
+	a     *chaosAction // the action delivered, for its hooks (nil: none)
+	crash crashPoint
+	// extendFails: the process's lease renewals fail (ledger unavailable).
+	extendFails bool
+	// wait is the executor's Wait (0: executorWait).
+	wait time.Duration
+	// long: the process runs a long tool (longLease, longRetention).
+	long bool
+}
+
 // execute runs call in a new process (an executor of its own over the
-// run's ledger) that dies at crash.
-func (r *chaosRun) execute(call client.Call, crash crashPoint) delivery {
-	exec := client.New(r.store, &client.Config{Clock: r.w.clock, Lease: lease, Wait: executorWait})
+// run's ledger) that behaves as p says.
+func (r *chaosRun) execute(call client.Call, p process) delivery {
+	store := r.store
+	switch {
+	case r.cfg.extendLies:
+		store = extendLies{store}
+	case p.extendFails:
+		store = extendFails{store}
+	}
+	wait := executorWait
+	if p.wait != 0 {
+		wait = p.wait
+	}
+	cfg := &client.Config{Clock: r.w.clock, Lease: lease, Wait: wait, Retention: retention}
+	if p.long {
+		cfg.Lease, cfg.Retention = longLease, longRetention
+	}
+	exec := client.New(store, cfg)
 	for _, tool := range r.w.tools {
 		run := tool.Run
 		tool.Run = func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-			if crash == crashAfterClaim {
+			if p.crash == crashAfterClaim {
 				runtime.Goexit()
 			}
+			if p.a != nil && p.a.long && r.once(&p.a.ranLong) {
+				r.outliveRetention(ctx, p.a, inv)
+			}
 			eff, err := run(ctx, inv)
-			if crash == crashAfterEffect {
+			if p.crash == crashAfterEffect {
 				runtime.Goexit()
 			}
 			return eff, err
+		}
+		if rec := tool.Reconciler; rec != nil && p.a != nil && p.a.takeover {
+			tool.Reconciler = client.ReconcilerFunc(func(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
+				if r.once(&p.a.tookOver) {
+					r.takeOver(p.a, call)
+				}
+				return rec.Reconcile(ctx, inv)
+			})
 		}
 		if err := exec.Register(tool); err != nil {
 			panic(err)
@@ -427,15 +648,89 @@ func (r *chaosRun) execute(call client.Call, crash crashPoint) delivery {
 	return d
 }
 
+// once sets *flag and reports whether it was unset.
+func (r *chaosRun) once(flag *bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	was := *flag
+	*flag = true
+	return !was
+}
+
+// takeOver is called by a process that owns a's record as it begins to
+// reconcile: its lease runs out (and the uncertainty bound passes), and
+// another process delivers the call and takes the record over. The owner
+// then reconciles, and must not resend: its renewal answers ErrNotOwner.
+func (r *chaosRun) takeOver(a *chaosAction, call client.Call) {
+	r.w.clock.Advance(uncertainBound)
+	r.logf("  the owner's lease ran out while it reconciled; another process delivers the call")
+	r.record(a, call, r.execute(call, process{}))
+}
+
+// outliveRetention is a long run of a's tool: it advances the clock past
+// the record's retention in steps of half a lease, each time waiting for
+// the executor's heartbeat to renew the lease, then the call is delivered
+// again from another process. That delivery must not run the tool: the
+// record is pending under a live lease.
+func (r *chaosRun) outliveRetention(ctx context.Context, a *chaosAction, inv client.Invocation) {
+	rec, err := r.store.Get(ctx, inv.Key)
+	if err != nil {
+		r.problem(&r.lost, "long tool: no record while it runs: %v", err)
+		return
+	}
+	guard := time.Now().Add(hangGuard)
+	for !r.w.clock.Now().After(rec.ExpiresAt) {
+		r.w.clock.Advance(longLease / 2)
+		for {
+			cur, err := r.store.Get(ctx, inv.Key)
+			if err == nil && cur.LeaseUntil.After(r.w.clock.Now().Add(longLease/2)) {
+				break // renewed since the step
+			}
+			if ctx.Err() != nil {
+				// The fence ended the run first (a renewal the executor
+				// could not confirm in time): nothing is sent.
+				r.logf("  the tool's run ended: %v", context.Cause(ctx))
+				return
+			}
+			if time.Now().After(guard) {
+				r.problem(&r.lost, "long tool: the heartbeat did not renew the lease (%v)", err)
+				return
+			}
+			time.Sleep(time.Millisecond) // poll for the heartbeat's write
+		}
+	}
+	r.logf("  the tool ran past the record's retention (%s)", rec.ExpiresAt.Format(time.RFC3339Nano))
+	again := a.call(r, "mid-tool")
+	d := r.execute(again, process{wait: -1})
+	r.record(a, again, d)
+	if d.res.Outcome != client.InProgress {
+		r.problem(&r.duplicates, "long tool: a delivery while it ran: %s, want in progress", d.res.Outcome)
+	}
+}
+
+// extendFails is a ledger whose lease renewals fail as if it were
+// unreachable.
+type extendFails struct{ ledger.Store }
+
+func (s extendFails) Extend(context.Context, string, string, time.Time) error {
+	return fmt.Errorf("chaos: renewals fail: %w", ledger.ErrUnavailable)
+}
+
+// extendLies is a ledger that reports every lease renewal as done and
+// does nothing: a stand-in for an executor that resends unfenced.
+type extendLies struct{ ledger.Store }
+
+func (s extendLies) Extend(context.Context, string, string, time.Time) error { return nil }
+
 // concurrently delivers call from n processes at once.
-func (r *chaosRun) concurrently(a *chaosAction, call client.Call, n int) []client.Result {
+func (r *chaosRun) concurrently(a *chaosAction, call client.Call, n int, p process) []client.Result {
 	ds := make([]delivery, n)
 	var wg, start sync.WaitGroup
 	start.Add(1)
 	for i := range ds {
 		wg.Go(func() {
 			start.Wait()
-			ds[i] = r.execute(call, noCrash)
+			ds[i] = r.execute(call, p)
 		})
 	}
 	start.Done()
@@ -444,22 +739,27 @@ func (r *chaosRun) concurrently(a *chaosAction, call client.Call, n int) []clien
 }
 
 func (r *chaosRun) problem(counter *int, format string, args ...any) {
-	*counter++
 	msg := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	*counter++
 	r.problems = append(r.problems, msg)
+	r.mu.Unlock()
 	r.logf("PROBLEM: %s", msg)
 }
 
-// finish sweeps what the run left behind, as a reconcile job would, then
-// checks the run: the providers' journals against the intended actions,
-// the ledger, and every result.
+// finish checks the run: the providers' journals against the intended
+// actions, the ledger, and every result. After the resumed deliveries
+// every action must have exactly one effect and a done record, unless the
+// provider refused it definitively (a failed record, the model told not to
+// retry, no effect); an action never performed although nothing was done
+// is lost. Without the resumed deliveries (noResume), the run's clock
+// passes the leases and a sweep settles what it can first.
 func (r *chaosRun) finish() {
 	ctx := context.Background()
-	r.w.clock.Advance(lease + time.Second)
-	sweeper := reconcile.NewSweeper(r.store, r.w.tools, &reconcile.SweeperConfig{Clock: r.w.clock, RunID: r.runID})
-	rep, err := sweeper.Sweep(ctx)
-	r.logf("final sweep: %+v (error: %v)", rep, err)
-
+	if r.cfg.noResume {
+		r.w.clock.Advance(lease + time.Second)
+		r.sweep()
+	}
 	explained := map[string]bool{} // provider/seq of the effects an action explains
 	for j, a := range r.actions {
 		effs := effectsOf(r.effects(a.s.provider), a.s.kind, a.key)
@@ -473,6 +773,9 @@ func (r *chaosRun) finish() {
 			r.problem(&r.duplicates, "action %d (%s): %d effects", j, a.s.name, len(effs))
 		}
 		rec, err := r.store.Get(ctx, a.key)
+		if a.outlived != nil {
+			rec, err = a.outlived, nil // kept before its retention ran out
+		}
 		if err == nil {
 			r.states[rec.State]++
 			if rec.State == ledger.StateFailed || rec.State == ledger.StateUncertain {
@@ -483,15 +786,22 @@ func (r *chaosRun) finish() {
 				r.reasons[string(rec.State)+": "+reason]++
 			}
 		}
+		var last client.Result
+		if len(a.results) > 0 {
+			last = a.results[len(a.results)-1]
+		}
+		refused := err == nil && rec.State == ledger.StateFailed && last.Outcome == client.Failed && !last.Retryable
 		switch {
 		case err != nil:
-			r.problem(&r.lost, "action %d (%s): no record after the final sweep: %v", j, a.s.name, err)
-		case rec.State == ledger.StatePending:
-			r.problem(&r.lost, "action %d (%s): still pending after the final sweep", j, a.s.name)
+			r.problem(&r.lost, "action %d (%s): no record at the end: %v", j, a.s.name, err)
 		case rec.State == ledger.StateDone && !ids[rec.Ref]:
 			r.problem(&r.untruthful, "action %d (%s): recorded done with ref %q, but the provider has %d effects", j, a.s.name, rec.Ref, len(effs))
 		case rec.State == ledger.StateFailed && len(effs) > 0:
 			r.problem(&r.untruthful, "action %d (%s): recorded failed (%s), but the provider has the effect", j, a.s.name, rec.Reason)
+		case len(effs) == 0 && !refused:
+			r.problem(&r.lost, "action %d (%s): never performed although nothing was done: record %s (%s)", j, a.s.name, rec.State, rec.Reason)
+		case rec.State == ledger.StatePending:
+			r.problem(&r.lost, "action %d (%s): still pending at the end", j, a.s.name)
 		default:
 			r.logf("action %d: record %s attempt %d ref %q reason %q; %d effects", j, rec.State, rec.Attempt, rec.Ref, rec.Reason, len(effs))
 		}

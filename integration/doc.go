@@ -16,9 +16,20 @@
 //     prefix.
 //   - TestChaos: seeded randomized agent runs mixing every fault of the
 //     fakes with crashes at each step boundary, parallel resumes, double
-//     approvals and model re-calls; a checker compares the fakes' effect
-//     journals with the intended actions and with what the model was told.
-//     Flags -chaos.runs and -chaos.seed.
+//     approvals and model re-calls, lease renewals that fail, takeovers in
+//     the middle of a reconciliation, tools that outlive the record's
+//     retention and inputs with case-variant keys. Each run then passes the
+//     longest time an action can stay uncertain, sweeps, and delivers every
+//     call again; a checker compares the fakes' effect journals with the
+//     intended actions and with what the model was told: no duplicate, no
+//     action lost (never performed although nothing was done), no untruthful
+//     message. Flags -chaos.runs and -chaos.seed. The TestChaosChecker tests
+//     show that the checker sees what it must catch.
+//
+// Every component reads one fake clock per kit (the fakes, the reconcile
+// policies, whose waits advance it, the ledgers and the executors); a fake
+// that holds a request is given up on by a signal, not a timer. Real-time
+// limits only guard against hangs, so a busy machine changes no outcome.
 //
 // Effects are always counted from the fakes' journals, never from the
 // code under test.

@@ -59,9 +59,9 @@ type action struct {
 	input json.RawMessage
 }
 
-func newAction(t *testing.T, s *scenario) *action {
+func newAction(t *testing.T, s *scenario, clock *ledgertest.Clock) *action {
 	t.Helper()
-	k := newKit(t, kitOptions{seed: 1, timeout: hangGuard}, s.provider)
+	k := newKit(t, kitOptions{seed: 1, clock: clock}, s.provider)
 	a := &action{k: k, s: s, n: int(actionSeq.Add(1))}
 	ref, err := prepare(context.Background(), k, s, fmt.Sprintf("fc-%d", a.n), a.n)
 	if err != nil {
@@ -86,75 +86,35 @@ func (a *action) effectList() []fakes.Effect {
 func (a *action) effects() int { return len(a.effectList()) }
 
 func harness(t *testing.T, b backend, s *scenario, clock ledger.Clock) idemtest.Harness {
-	a := newAction(t, s)
+	fake, ok := clock.(*ledgertest.Clock)
+	if !ok {
+		t.Fatalf("the failure cases' clock is a %T, want a *ledgertest.Clock", clock)
+	}
+	a := newAction(t, s, fake)
 	store, _ := b.open(t, clock)
 	faults := a.k.server(s.provider).faults
-	// After TimeoutAfterSuccess, the next run of the tool gives up on its
-	// create request once the fake holds it, as a client whose timeout
-	// ran out would: the fake then commits it. A signal, not a timer,
-	// so a slow machine changes nothing.
-	var armed atomic.Bool
-	tool := a.k.tools[s.name]
-	run := tool.Run
-	tool.Run = func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-		if !armed.Swap(false) {
-			return run(ctx, inv)
-		}
-		ctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go giveUpWhenHeld(ctx, cancel, faults)
-		return run(ctx, inv)
-	}
 	return idemtest.Harness{
 		Store:   store,
-		Tool:    tool,
+		Tool:    a.k.tools[s.name],
 		Input:   a.input,
 		Recall:  s.input(a.n, a.ref, "All set! I took care of that for you."),
 		Effects: a.effects,
 		TimeoutAfterSuccess: func() {
-			// The next create is held until the client gives up, then
-			// committed.
+			// The next create is held until the client gives up (on a
+			// signal, see holdTransport), then committed.
 			faults.Add(fault.Rule{Route: s.route, Attempt: 1, Action: fault.Delay})
-			armed.Store(true)
 		},
 		Config: &client.Config{Wait: 10 * time.Second},
 	}
-}
-
-// errGaveUp is why a client gave up on a held request.
-var errGaveUp = errors.New("integration: the client gave up on a request the provider holds")
-
-// giveUpWhenHeld cancels a tool run's context once the fake holds a request
-// with a Delay fault (it shows in the injector's log), or returns when the
-// run ends first.
-func giveUpWhenHeld(ctx context.Context, cancel context.CancelCauseFunc, faults *fault.Injector) {
-	held := func() bool {
-		for _, a := range faults.Log() {
-			if a.Rule.Action == fault.Delay {
-				return true
-			}
-		}
-		return false
-	}
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !held() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-	cancel(errGaveUp)
 }
 
 // killedAfterEffect runs the call in a child process that is killed right
 // after the provider call returned, before the ledger write, then resumes
 // the run here on the same ledger once the child's lease has run out.
 func killedAfterEffect(t *testing.T, b backend, s *scenario) {
-	a := newAction(t, s)
 	t0 := time.Now().Truncate(time.Second)
 	clock := ledgertest.NewClock(t0)
+	a := newAction(t, s, clock)
 	store, env := b.open(t, clock)
 	runID := fmt.Sprintf("killed-%s-%d", s.name, a.n)
 	u, err := json.Marshal(a.k.urls)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/idemkit/idemkit/fakes/idemfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
 	"github.com/idemkit/idemkit/providers/idemhttp"
@@ -23,25 +26,19 @@ import (
 	"github.com/idemkit/idemkit/reconcile"
 )
 
-// Timing of the provider side, in real time: the fakes and the adapters
-// read the wall clock. The ledgers and executors read fake clocks.
+// Timing. The fakes, the adapters' lookups, the reconcile policies, the
+// ledgers and the executors all read one fake clock per kit (a
+// *ledgertest.Clock), which only the tests move: a policy's waits advance
+// it. Real time bounds nothing but hangs.
 const (
-	// httpTimeout bounds one provider request in the chaos runs, whose
-	// Delay faults hold a request until the client gives up at this
-	// timeout, and then commit it.
-	httpTimeout = 250 * time.Millisecond
-	// hangGuard bounds a request where no fault depends on a timeout (the
-	// failure cases, whose client gives up on a signal): only a hang meets
-	// it, never a slow machine.
+	// hangGuard bounds one provider request in real time. No fault
+	// depends on it: a fake that holds a request (a Delay fault) is given
+	// up on by a signal (see holdTransport), so only a hang meets it,
+	// never a slow machine.
 	hangGuard = 2 * time.Minute
-	// indexLag is the fakes' search lag; the adapters are told a bound
-	// above it.
-	indexLag, indexLagBound = 50 * time.Millisecond, 100 * time.Millisecond
-	// inFlight is how long a fake may still commit a request after the
-	// client gave up: the policy's InFlight. The fakes commit a delayed
-	// request as soon as they see the connection close, well within it
-	// even on a loaded machine.
-	inFlight = 750 * time.Millisecond
+	// indexLag is the fakes' search lag, in fake time; the adapters are
+	// told a bound above it.
+	indexLag, indexLagBound = 2 * time.Second, 5 * time.Second
 	// lease is the executors' lease, on their fake clock.
 	lease = time.Minute
 )
@@ -69,56 +66,72 @@ type kit struct {
 	tools   map[string]client.Tool // by scenario name
 }
 
-// server is what the tests use of a fake: its faults and its journal.
+// server is what the tests use of a fake: its faults, its journal, and
+// which requests it has finished handling.
 type server struct {
 	faults  *fault.Injector
 	journal func() []fakes.Effect
-	close   func()
+	served  *served
 }
 
 // kitOptions tune a kit.
 type kitOptions struct {
 	seed int64
+	// clock is the kit's fake time: the fakes' clock, and the reconcile
+	// policies', whose waits advance it. Nil: the wall clock, for a kit
+	// whose tools never reconcile (a child process's).
+	clock *ledgertest.Clock
 	// blind replaces every reconciler by one that always answers "not
 	// found": blind retry, the behaviour idemkit exists to prevent.
 	blind bool
-	// timeout bounds one provider request (0: httpTimeout).
-	timeout time.Duration
 }
 
 // newKit starts the fakes of the given providers (every provider when
-// none is named) and builds the tools on them. The servers close when t
-// ends.
+// none is named) on opt.clock and builds the tools on them. The servers
+// close when t ends.
 func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 	t.Helper()
 	if len(names) == 0 {
 		names = providerNames
 	}
+	if opt.clock == nil {
+		t.Fatal("integration: newKit needs a clock")
+	}
+	now := opt.clock.Now
 	k := &kit{servers: map[string]server{}}
 	for _, name := range names {
+		var h http.Handler
+		var srv server
 		switch name {
 		case "stripe":
-			s := stripefake.NewServer(&stripefake.Config{Seed: opt.seed, SearchLag: indexLag})
-			k.urls.Stripe = s.URL
-			k.servers[name] = server{s.Faults, s.Journal, s.Close}
+			f := stripefake.NewHandler(&stripefake.Config{Seed: opt.seed, Clock: now, SearchLag: indexLag})
+			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		case "mail":
-			s := mailfake.NewServer(&mailfake.Config{Seed: opt.seed, IndexLag: indexLag})
-			k.urls.Mail = s.URL
-			k.servers[name] = server{s.Faults, s.Journal, s.Close}
+			f := mailfake.NewHandler(&mailfake.Config{Seed: opt.seed, Clock: now, IndexLag: indexLag})
+			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		case "crm":
-			s := crmfake.NewServer(&crmfake.Config{Seed: opt.seed})
-			k.urls.CRM = s.URL
-			k.servers[name] = server{s.Faults, s.Journal, s.Close}
+			f := crmfake.NewHandler(&crmfake.Config{Seed: opt.seed, Clock: now})
+			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		case "idem":
-			s := idemfake.NewServer(&idemfake.Config{Seed: opt.seed})
-			k.urls.Idem = s.URL
-			k.servers[name] = server{s.Faults, s.Journal, s.Close}
+			f := idemfake.NewHandler(&idemfake.Config{Seed: opt.seed, Clock: now})
+			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		default:
 			t.Fatalf("unknown provider %q", name)
 		}
-	}
-	for _, s := range k.servers {
-		t.Cleanup(s.close)
+		srv.served = newServed()
+		hs := httptest.NewServer(srv.served.wrap(h))
+		t.Cleanup(hs.Close)
+		k.servers[name] = srv
+		switch name {
+		case "stripe":
+			k.urls.Stripe = hs.URL
+		case "mail":
+			k.urls.Mail = hs.URL
+		case "crm":
+			k.urls.CRM = hs.URL
+		case "idem":
+			k.urls.Idem = hs.URL
+		}
 	}
 	k.build(opt)
 	return k
@@ -134,40 +147,50 @@ func kitAt(u urls, opt kitOptions) *kit {
 }
 
 func (k *kit) build(opt kitOptions) {
-	timeout := opt.timeout
-	if timeout <= 0 {
-		timeout = httpTimeout
+	httpCfg := func(provider string) providers.Config {
+		cfg := providers.Config{
+			Timeout: hangGuard, MaxRetries: 2,
+			RetryWaitMin: 5 * time.Millisecond, RetryWaitMax: 20 * time.Millisecond, MaxRetryAfter: 50 * time.Millisecond,
+		}
+		if srv, ok := k.servers[provider]; ok {
+			cfg.HTTPClient = &http.Client{Transport: &holdTransport{base: http.DefaultTransport.(*http.Transport).Clone(), srv: srv}}
+		}
+		return cfg
 	}
-	httpCfg := providers.Config{
-		Timeout: timeout, MaxRetries: 2,
-		RetryWaitMin: 5 * time.Millisecond, RetryWaitMax: 20 * time.Millisecond, MaxRetryAfter: 50 * time.Millisecond,
-	}
-	k.stripe = stripe.New(k.urls.Stripe, &stripe.Config{APIKey: "sk_test_integration", HTTP: httpCfg, SearchLag: indexLagBound})
-	k.mail = mail.New(k.urls.Mail, &mail.Config{HTTP: httpCfg, IndexLag: indexLagBound})
-	k.crm = crm.New(k.urls.CRM, &crm.Config{HTTP: httpCfg})
-	k.idem = idemhttp.New(k.urls.Idem, &idemhttp.Config{HTTP: httpCfg})
+	k.stripe = stripe.New(k.urls.Stripe, &stripe.Config{APIKey: "sk_test_integration", HTTP: httpCfg("stripe"), SearchLag: indexLagBound})
+	k.mail = mail.New(k.urls.Mail, &mail.Config{HTTP: httpCfg("mail"), IndexLag: indexLagBound})
+	k.crm = crm.New(k.urls.CRM, &crm.Config{HTTP: httpCfg("crm")})
+	k.idem = idemhttp.New(k.urls.Idem, &idemhttp.Config{HTTP: httpCfg("idem")})
 	policy := func(a providers.Adapter) client.Reconciler {
 		if opt.blind {
 			return client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
 				return client.Reconciliation{Verdict: client.VerdictNotFound}, nil
 			})
 		}
-		p := reconcile.New(a, &reconcile.Config{
-			InFlight: inFlight, MaxWait: 3 * time.Second,
-			InitialInterval: 20 * time.Millisecond, MaxInterval: 250 * time.Millisecond,
-		})
-		// The executors read fake clocks and the fakes the wall clock, so
-		// SentBy, read from the former, says nothing on the policy's wall
-		// clock: the policy measures from the moment it is asked, which is
-		// after the sender stopped in every case here.
-		return client.ReconcilerFunc(func(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
-			inv.SentBy = time.Time{}
-			return p.Reconcile(ctx, inv)
-		})
+		if opt.clock == nil {
+			return nil
+		}
+		// The defaults of InFlight and MaxWait (the README's bound rests
+		// on them), on the kit's fake clock: a wait advances it. Longer
+		// intervals than the defaults only make fewer lookups per pass.
+		return reconcile.New(a, &reconcile.Config{Clock: opt.clock, Sleep: sleeper(opt.clock),
+			InitialInterval: time.Second, MaxInterval: 5 * time.Second})
 	}
 	k.tools = map[string]client.Tool{}
 	for _, s := range scenarios {
 		k.tools[s.name] = s.tool(k, policy)
+	}
+}
+
+// sleeper returns a reconcile Sleep that advances clock instead of
+// waiting.
+func sleeper(clock *ledgertest.Clock) func(ctx context.Context, d time.Duration) error {
+	return func(ctx context.Context, d time.Duration) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		clock.Advance(d)
+		return nil
 	}
 }
 

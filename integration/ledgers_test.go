@@ -10,10 +10,10 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/idemkit/idemkit/ledger/ledgerredis"
+	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 

@@ -79,7 +79,7 @@ func helperProcess() int {
 	if err := json.Unmarshal([]byte(os.Getenv("IDEM_URLS")), &u); err != nil {
 		return fail("IDEM_URLS: %v", err)
 	}
-	tool := kitAt(u, kitOptions{timeout: hangGuard}).tools[s.name]
+	tool := kitAt(u, kitOptions{}).tools[s.name]
 	run := tool.Run
 	tool.Run = func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 		_, err := run(ctx, inv)

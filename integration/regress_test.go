@@ -56,8 +56,8 @@ type regression struct {
 }
 
 func newRegression(t *testing.T, scenario string) *regression {
-	a := newAction(t, scenarioByName(scenario))
 	clock := ledgertest.NewClock(time.Now().Truncate(time.Second))
+	a := newAction(t, scenarioByName(scenario), clock)
 	return &regression{
 		t: t, a: a, faults: a.k.server(a.s.provider).faults, clock: clock,
 		store: ledgermem.New(&ledgermem.Config{Clock: clock}),
