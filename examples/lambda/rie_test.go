@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // rieModule is the AWS Lambda Runtime Interface Emulator, pinned: the
@@ -34,7 +35,8 @@ var (
 )
 
 // binaries builds, once per test binary, the emulator (go install into
-// .tmp/bin of the repository, rebuilt when missing) and the function's
+// .tmp/bin of the repository when missing, once however many test
+// binaries start at once) and the function's
 // real bootstrap (-tags lambda.norpc, as deployed; for this machine's
 // architecture).
 func binaries(t *testing.T) (rie, boot string) {
@@ -42,13 +44,8 @@ func binaries(t *testing.T) (rie, boot string) {
 	buildOnce.Do(func() {
 		bin := filepath.Join(repoRoot, ".tmp", "bin")
 		rieBin = filepath.Join(bin, "aws-lambda-rie")
-		if _, err := os.Stat(rieBin); err != nil {
-			cmd := exec.Command("go", "install", rieModule)
-			cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go install %s: %v\n%s", rieModule, err, out)
-				return
-			}
+		if buildErr = tooling.GoInstall(context.Background(), bin, rieModule, "aws-lambda-rie"); buildErr != nil {
+			return
 		}
 		dir, err := os.MkdirTemp("", "idemkit-bootstrap-")
 		if err != nil {
@@ -70,12 +67,11 @@ func binaries(t *testing.T) (rie, boot string) {
 // freeAddr returns a loopback address no one listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := tooling.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // emulator is one execution environment: the real bootstrap under the

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // process is a stripe-mock this process started.
@@ -19,7 +21,7 @@ type process struct {
 	url, httpsURL string
 	cmd           *exec.Cmd
 	exited        chan struct{}
-	out           *cappedBuffer
+	out           *tooling.Buffer
 }
 
 var (
@@ -37,62 +39,25 @@ func ensureInstalled(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, binName)
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	return bin, install(ctx, dir)
+	return filepath.Join(dir, binName), install(ctx, dir)
 }
 
-// install runs go install for stripe-mock with GOBIN in a staging
-// directory, then renames the binary into dir, under an flock on dir's
-// lock file, unless another process installed it meanwhile.
+// install installs stripe-mock into dir (tooling.GoInstall), within
+// InstallTimeout.
 func install(ctx context.Context, dir string) error {
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
+	ctx, cancel := context.WithTimeout(ctx, InstallTimeout)
+	defer cancel()
+	err := tooling.GoInstall(ctx, dir, Module+"@"+Version, binName)
+	if errors.Is(err, tooling.ErrNoGo) {
 		return &MissingError{What: "go", Why: "needed to install " + Module + "@" + Version}
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("stripemocktest: install: %w", err)
-	}
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return fmt.Errorf("stripemocktest: install lock: %w", err)
-	}
-	defer lock.Close() // releases the flock
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("stripemocktest: install lock %s: %w", lock.Name(), err)
-	}
-	bin := filepath.Join(dir, binName)
-	if _, err := os.Stat(bin); err == nil {
-		return nil // installed while we waited for the lock
-	}
-	staging := dir + ".staging"
-	if err := os.RemoveAll(staging); err != nil { // left by a crash
-		return err
-	}
-	defer os.RemoveAll(staging)
-	ictx, cancel := context.WithTimeout(ctx, InstallTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ictx, goCmd, "install", Module+"@"+Version)
-	cmd.Dir = filepath.Dir(dir)
-	cmd.Env = append(os.Environ(), "GOBIN="+staging)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("stripemocktest: go install %s@%s: %v\n%s", Module, Version, err, out)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("stripemocktest: install: %w", err)
-	}
-	if err := os.Rename(filepath.Join(staging, binName), bin); err != nil {
-		return fmt.Errorf("stripemocktest: install: %w", err)
-	}
-	return nil
+	return err
 }
 
 // startProcess runs bin on kernel-chosen 127.0.0.1 ports and waits until
 // its HTTP listener answers.
 func startProcess(ctx context.Context, bin string) (*process, error) {
-	p := &process{exited: make(chan struct{}), out: &cappedBuffer{max: 64 << 10}}
+	p := &process{exited: make(chan struct{}), out: &tooling.Buffer{Max: 64 << 10}}
 	p.cmd = exec.Command(bin, "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = sysProcAttr()

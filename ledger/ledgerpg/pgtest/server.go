@@ -6,17 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // StartTimeout bounds how long Start waits for the new server to answer.
@@ -57,7 +57,7 @@ func Start(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	port, err := freePort()
+	port, err := tooling.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -85,7 +85,7 @@ type process struct {
 	dir    string
 	cmd    *exec.Cmd
 	exited chan struct{}
-	out    *lockedBuffer
+	out    *tooling.Buffer
 	once   sync.Once
 	err    error
 }
@@ -110,7 +110,7 @@ func tempDir(prefix string, cred *syscall.Credential) (string, error) {
 // until url answers (StartTimeout). The process owns dir: stop removes
 // it, and so does a failed start.
 func startProcess(ctx context.Context, name, dir string, cmd *exec.Cmd, cred *syscall.Credential, url string) (*process, error) {
-	p := &process{name: name, dir: dir, cmd: cmd, exited: make(chan struct{}), out: &lockedBuffer{}}
+	p := &process{name: name, dir: dir, cmd: cmd, exited: make(chan struct{}), out: &tooling.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
@@ -243,32 +243,4 @@ func credential() (*syscall.Credential, error) {
 		return nil, err
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

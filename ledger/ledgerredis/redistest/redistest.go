@@ -18,9 +18,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +29,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // EnvURL names an existing server to use (a redis:// URL).
@@ -94,7 +94,7 @@ func StartBinary(ctx context.Context, binary, pkg string, args ...string) (*Serv
 }
 
 func startOn(ctx context.Context, path string, args []string) (*Server, error) {
-	port, err := freePort()
+	port, err := tooling.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -141,15 +141,6 @@ func (s *Server) Close() {
 	}
 	_ = s.cmd.Process.Kill()
 	os.RemoveAll(s.dir)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func ping(ctx context.Context, rawurl string) error {
@@ -223,7 +214,7 @@ func Main(run func() int) int {
 		shared.unavailable = err.Error()
 		fmt.Fprintf(os.Stderr, "%v: the tests that need Redis are skipped, and so are the examples\n", err)
 		// An example cannot skip itself.
-		if err := skipExamples(); err != nil {
+		if err := tooling.SkipExamples(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -241,21 +232,6 @@ func Main(run func() int) int {
 	}
 	shared.started = true
 	return run()
-}
-
-func skipExamples() error {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	f := flag.Lookup("test.skip")
-	if f == nil {
-		return errors.New("redistest: no -test.skip flag; is Main called from TestMain?")
-	}
-	skip := "^Example"
-	if s := f.Value.String(); s != "" {
-		skip = s + "|" + skip
-	}
-	return flag.Set("test.skip", skip)
 }
 
 // URL returns the URL of the server Main found or started. It skips tb
