@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,10 +17,8 @@ import (
 
 // process is a stripe-mock this process started.
 type process struct {
+	*tooling.Process
 	url, httpsURL string
-	cmd           *exec.Cmd
-	exited        chan struct{}
-	out           *tooling.Buffer
 }
 
 var (
@@ -57,56 +54,36 @@ func install(ctx context.Context, dir string) error {
 // startProcess runs bin on kernel-chosen 127.0.0.1 ports and waits until
 // its HTTP listener answers.
 func startProcess(ctx context.Context, bin string) (*process, error) {
-	p := &process{exited: make(chan struct{}), out: &tooling.Buffer{Max: 64 << 10}}
-	p.cmd = exec.Command(bin, "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = sysProcAttr()
-	if err := p.cmd.Start(); err != nil {
+	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
+	cmd.SysProcAttr = sysProcAttr()
+	proc, err := tooling.StartProcess(cmd, 64<<10)
+	if err != nil {
 		return nil, fmt.Errorf("stripemocktest: start stripe-mock: %w", err)
 	}
-	go func() { p.cmd.Wait(); close(p.exited) }()
-
-	deadline := time.NewTimer(StartTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	p := &process{Process: proc}
+	err = p.WaitReady(ctx, StartTimeout, 10*time.Millisecond, func() bool {
 		if p.url == "" {
-			out := p.out.String()
+			out := p.Out.String()
 			h, hs := httpRE.FindStringSubmatch(out), httpsRE.FindStringSubmatch(out)
 			if h != nil && hs != nil {
 				p.url, p.httpsURL = "http://"+h[1], "https://"+hs[1]
 			}
 		}
-		if p.url != "" && answers(ctx, p.url) {
-			return p, nil
-		}
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("stripemocktest: stripe-mock exited before it answered: %s", p.out)
-		case <-deadline.C:
-			p.stop()
-			return nil, fmt.Errorf("stripemocktest: stripe-mock did not answer within %v: %s", StartTimeout, p.out)
-		case <-ctx.Done():
-			p.stop()
+		return p.url != "" && answers(ctx, p.url)
+	})
+	switch {
+	case errors.Is(err, tooling.ErrExited):
+		return nil, fmt.Errorf("stripemocktest: stripe-mock exited before it answered: %s", p.Out)
+	case err != nil:
+		p.stop()
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
-		case <-tick.C:
 		}
+		return nil, fmt.Errorf("stripemocktest: stripe-mock %v: %s", err, p.Out)
 	}
+	return p, nil
 }
 
 // stop ends the process by its id and waits for it: SIGTERM, then SIGKILL
 // after 5 s.
-func (p *process) stop() {
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		p.cmd.Process.Kill()
-	}
-	t := time.NewTimer(5 * time.Second)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-	case <-t.C:
-		p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
+func (p *process) stop() { p.Stop(syscall.SIGTERM, 5*time.Second, false) }

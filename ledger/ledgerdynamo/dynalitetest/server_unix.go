@@ -32,11 +32,9 @@ var listeningRE = regexp.MustCompile(`dynalitetest: listening on port (\d+)`)
 
 // process is a dynalite this process started.
 type process struct {
+	*tooling.Process
 	endpoint string
-	cmd      *exec.Cmd
 	stdin    io.Closer
-	exited   chan struct{}
-	out      *tooling.Buffer
 }
 
 func startProcess(ctx context.Context, dir string) (*process, error) {
@@ -55,56 +53,40 @@ func startProcess(ctx context.Context, dir string) (*process, error) {
 		}
 	}
 
-	p := &process{exited: make(chan struct{}), out: &tooling.Buffer{}}
-	p.cmd = exec.Command(node, "-e", launcher, pkg)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+	cmd := exec.Command(node, "-e", launcher, pkg)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
+	proc, err := tooling.StartProcess(cmd, 0)
+	if err != nil {
 		return nil, fmt.Errorf("dynalitetest: start dynalite: %w", err)
 	}
-	go func() { p.cmd.Wait(); close(p.exited) }()
-
-	deadline := time.NewTimer(StartTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	p := &process{Process: proc, stdin: stdin}
+	err = p.WaitReady(ctx, StartTimeout, 10*time.Millisecond, func() bool {
 		if p.endpoint == "" {
-			if m := listeningRE.FindStringSubmatch(p.out.String()); m != nil {
+			if m := listeningRE.FindStringSubmatch(p.Out.String()); m != nil {
 				p.endpoint = "http://127.0.0.1:" + m[1]
 			}
 		}
-		if p.endpoint != "" && answers(ctx, p.endpoint) {
-			return p, nil
-		}
-		select {
-		case <-p.exited:
-			return nil, fmt.Errorf("dynalitetest: dynalite exited before it answered: %s", p.out)
-		case <-deadline.C:
-			p.stop()
-			return nil, fmt.Errorf("dynalitetest: dynalite did not answer within %v: %s", StartTimeout, p.out)
-		case <-ctx.Done():
-			p.stop()
+		return p.endpoint != "" && answers(ctx, p.endpoint)
+	})
+	switch {
+	case errors.Is(err, tooling.ErrExited):
+		return nil, fmt.Errorf("dynalitetest: dynalite exited before it answered: %s", p.Out)
+	case err != nil:
+		p.stop()
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
-		case <-tick.C:
 		}
+		return nil, fmt.Errorf("dynalitetest: dynalite %v: %s", err, p.Out)
 	}
+	return p, nil
 }
 
 // stop ends the process group of the server and waits for it.
 func (p *process) stop() {
 	p.stdin.Close()
-	pgid := p.cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	t := time.NewTimer(5 * time.Second)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-	case <-t.C:
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.exited
-	}
+	p.Stop(syscall.SIGTERM, 5*time.Second, true)
 }

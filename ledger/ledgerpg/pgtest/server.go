@@ -81,13 +81,11 @@ func (s *Server) Stop() error { return s.proc.stop() }
 // process is a server this package started: a command in its own process
 // group, running from a temporary directory.
 type process struct {
-	name   string
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    *tooling.Buffer
-	once   sync.Once
-	err    error
+	*tooling.Process
+	name string
+	dir  string
+	once sync.Once
+	err  error
 }
 
 // tempDir makes a temporary directory that cred (nil: this process's
@@ -110,32 +108,27 @@ func tempDir(prefix string, cred *syscall.Credential) (string, error) {
 // until url answers (StartTimeout). The process owns dir: stop removes
 // it, and so does a failed start.
 func startProcess(ctx context.Context, name, dir string, cmd *exec.Cmd, cred *syscall.Credential, url string) (*process, error) {
-	p := &process{name: name, dir: dir, cmd: cmd, exited: make(chan struct{}), out: &tooling.Buffer{}}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	if err := cmd.Start(); err != nil {
+	proc, err := tooling.StartProcess(cmd, 0)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	deadline := time.Now().Add(StartTimeout)
-	for {
-		err := ping(ctx, url)
-		if err == nil {
-			return p, nil
-		}
-		select {
-		case <-p.exited:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("%s exited: %s", name, p.out.String())
-		default:
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			p.stop()
-			return nil, fmt.Errorf("%s did not answer within %v: %w\n%s", name, StartTimeout, err, p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
+	p := &process{Process: proc, name: name, dir: dir}
+	var pingErr error
+	err = p.WaitReady(ctx, StartTimeout, 50*time.Millisecond, func() bool {
+		pingErr = ping(ctx, url)
+		return pingErr == nil
+	})
+	switch {
+	case errors.Is(err, tooling.ErrExited):
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%s exited: %s", name, p.Out)
+	case err != nil:
+		p.stop()
+		return nil, fmt.Errorf("%s did not answer within %v: %w\n%s", name, StartTimeout, errors.Join(pingErr, ctx.Err()), p.Out)
 	}
+	return p, nil
 }
 
 // stop sends SIGINT to the process, waits for it to exit, and removes its
@@ -143,13 +136,8 @@ func startProcess(ctx context.Context, name, dir string, cmd *exec.Cmd, cred *sy
 // more than once.
 func (p *process) stop() error {
 	p.once.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-p.exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.exited
-			p.err = fmt.Errorf("%s (pid %d) ignored SIGINT for 30 s and was killed", p.name, p.cmd.Process.Pid)
+		if p.Stop(syscall.SIGINT, 30*time.Second, false) {
+			p.err = fmt.Errorf("%s (pid %d) ignored SIGINT for 30 s and was killed", p.name, p.Cmd.Process.Pid)
 		}
 		p.err = errors.Join(p.err, os.RemoveAll(p.dir))
 	})
