@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/fakes/mailfake"
+	"github.com/idemkit/idemkit/internal/tooling"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -76,7 +77,7 @@ func mustJSON(v any) string {
 type started struct {
 	cmd    *exec.Cmd
 	stdout *bufio.Reader
-	stderr *lockedBuffer
+	stderr *tooling.Buffer
 	once   sync.Once
 	done   chan struct{}
 }
@@ -91,7 +92,7 @@ func start(t *testing.T, env []string, args ...string) *started {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &started{cmd: cmd, stdout: bufio.NewReader(out), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &started{cmd: cmd, stdout: bufio.NewReader(out), stderr: &tooling.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -102,24 +103,6 @@ func start(t *testing.T, env []string, args ...string) *started {
 		<-p.done
 	})
 	return p
-}
-
-// lockedBuffer collects a running process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // wait reads stdout to its end and reaps the process, in the background.

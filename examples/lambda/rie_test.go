@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // rieModule is the AWS Lambda Runtime Interface Emulator, pinned: the
@@ -34,7 +35,8 @@ var (
 )
 
 // binaries builds, once per test binary, the emulator (go install into
-// .tmp/bin of the repository, rebuilt when missing) and the function's
+// .tmp/bin of the repository when missing, once however many test
+// binaries start at once) and the function's
 // real bootstrap (-tags lambda.norpc, as deployed; for this machine's
 // architecture).
 func binaries(t *testing.T) (rie, boot string) {
@@ -42,13 +44,8 @@ func binaries(t *testing.T) (rie, boot string) {
 	buildOnce.Do(func() {
 		bin := filepath.Join(repoRoot, ".tmp", "bin")
 		rieBin = filepath.Join(bin, "aws-lambda-rie")
-		if _, err := os.Stat(rieBin); err != nil {
-			cmd := exec.Command("go", "install", rieModule)
-			cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go install %s: %v\n%s", rieModule, err, out)
-				return
-			}
+		if buildErr = tooling.GoInstall(context.Background(), bin, rieModule, "aws-lambda-rie"); buildErr != nil {
+			return
 		}
 		dir, err := os.MkdirTemp("", "idemkit-bootstrap-")
 		if err != nil {
@@ -70,20 +67,17 @@ func binaries(t *testing.T) (rie, boot string) {
 // freeAddr returns a loopback address no one listens on now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := tooling.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 // emulator is one execution environment: the real bootstrap under the
 // runtime interface emulator, invoked through the Lambda Invoke API.
 type emulator struct {
 	url string
-	cmd *exec.Cmd
-	out bytes.Buffer
 }
 
 // startEmulator runs the function with the fixture's environment and the
@@ -93,37 +87,35 @@ func startEmulator(t *testing.T, f *fixture, timeoutSeconds int) *emulator {
 	rie, boot := binaries(t)
 	addr := freeAddr(t)
 	e := &emulator{url: "http://" + addr + "/2015-03-31/functions/function/invocations"}
-	e.cmd = exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", freeAddr(t), boot)
-	e.cmd.Env = append(os.Environ(),
+	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", freeAddr(t), boot)
+	cmd.Env = append(os.Environ(),
 		"AWS_LAMBDA_FUNCTION_TIMEOUT="+fmt.Sprint(timeoutSeconds),
 		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local")
 	for k, v := range f.env {
-		e.cmd.Env = append(e.cmd.Env, k+"="+v)
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	e.cmd.Stdout, e.cmd.Stderr = &e.out, &e.out
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the bootstrap dies with it
-	if err := e.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the bootstrap dies with it
+	p, err := tooling.StartProcess(cmd, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
-		_ = e.cmd.Wait()
+		p.Stop(syscall.SIGKILL, 0, true)
 		if t.Failed() {
-			t.Logf("emulator output:\n%s", e.out.String())
+			t.Logf("emulator output:\n%s", p.Out)
 		}
 	})
-	deadline := time.Now().Add(runtimeTestsTimeout)
-	for {
+	err = p.WaitReady(context.Background(), runtimeTestsTimeout, 10*time.Millisecond, func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			return e
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the emulator did not listen on %s: %v", addr, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling for a port, not for state under test
+		return err == nil
+	})
+	if err != nil {
+		t.Fatalf("the emulator did not listen on %s: %v", addr, err)
 	}
+	return e
 }
 
 // invoke sends ev through the Invoke API and returns the raw answer.

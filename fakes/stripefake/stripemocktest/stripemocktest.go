@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // Version is the stripe-mock release the tests run against.
@@ -94,21 +96,16 @@ func Start(ctx context.Context) (*Server, error) {
 // <Version> under the repository root, or under the user cache directory
 // when the working directory is in no module.
 func BinDir() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
+	root, err := tooling.RepoRoot()
+	if err == nil {
+		return filepath.Join(root, ".tmp", "stripe-mock", Version), nil
+	}
+	if !errors.Is(err, tooling.ErrNoModule) {
 		return "", err
 	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, ".tmp", "stripe-mock", Version), nil
-		}
-		if filepath.Dir(dir) == dir {
-			break
-		}
-	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", &MissingError{What: "a directory to install into", Why: "no go.mod above " + wd + " and no user cache directory"}
+	cache, err2 := os.UserCacheDir()
+	if err2 != nil {
+		return "", &MissingError{What: "a directory to install into", Why: err.Error() + " and no user cache directory"}
 	}
 	return filepath.Join(cache, "idemkit", "stripe-mock", Version), nil
 }
@@ -175,28 +172,4 @@ func URL(tb testing.TB) string {
 		tb.Skip(shared.unavailable)
 	}
 	return shared.url
-}
-
-// cappedBuffer keeps the first max bytes of a process's output: enough
-// for its start-up lines and an early failure, bounded however many
-// requests it logs afterwards.
-type cappedBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (c *cappedBuffer) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := c.max - len(c.b); room > 0 {
-		c.b = append(c.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (c *cappedBuffer) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return string(c.b)
 }

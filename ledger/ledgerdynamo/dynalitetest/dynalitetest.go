@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/internal/tooling"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 )
 
@@ -72,7 +73,7 @@ func Main(m *testing.M) int {
 	case errors.Is(err, ErrUnavailable) && os.Getenv("CI") != "true":
 		shared.unavailable = err.Error()
 		fmt.Fprintf(os.Stderr, "%v: the tests that need a DynamoDB server are skipped, and so are the examples\n", err)
-		if err := skipExamples(); err != nil {
+		if err := tooling.SkipExamples(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -86,18 +87,6 @@ func Main(m *testing.M) int {
 	}
 	shared.started = true
 	return m.Run()
-}
-
-func skipExamples() error {
-	f := flag.Lookup("test.skip")
-	if f == nil {
-		return errors.New("dynalitetest: no -test.skip flag; is Main called from TestMain?")
-	}
-	skip := "^Example"
-	if s := f.Value.String(); s != "" {
-		skip = s + "|" + skip
-	}
-	return flag.Set("test.skip", skip)
 }
 
 // Endpoint returns the endpoint of the server Main started. It skips tb,

@@ -2,12 +2,15 @@ package dynalitetest
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // Server is a DynamoDB-compatible endpoint for tests: one this process
@@ -33,7 +36,7 @@ func (s *Server) Close() {
 const StartTimeout = 30 * time.Second
 
 // InstallTimeout bounds the npm ci that installs dynalite.
-const InstallTimeout = 5 * time.Minute
+const InstallTimeout = tooling.NPMTimeout
 
 // Start returns the server DYNAMODB_ENDPOINT names when it is set.
 // Otherwise it installs dynalite into tools/dynalite when node_modules is
@@ -58,22 +61,18 @@ func Start(ctx context.Context) (*Server, error) {
 // toolsDir finds tools/dynalite under the repository root: the first
 // directory above the working directory that holds go.mod.
 func toolsDir() (string, error) {
-	wd, err := os.Getwd()
+	root, err := tooling.RepoRoot()
+	if errors.Is(err, tooling.ErrNoModule) {
+		return "", &MissingError{What: "go.mod", Why: err.Error()}
+	}
 	if err != nil {
 		return "", err
 	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			tools := filepath.Join(dir, "tools", "dynalite")
-			if _, err := os.Stat(filepath.Join(tools, "package-lock.json")); err != nil {
-				return "", &MissingError{What: "tools/dynalite/package-lock.json", Why: "the module at " + dir + " does not pin dynalite"}
-			}
-			return tools, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", &MissingError{What: "go.mod", Why: "no module root above " + wd}
-		}
+	tools := filepath.Join(root, "tools", "dynalite")
+	if _, err := os.Stat(filepath.Join(tools, "package-lock.json")); err != nil {
+		return "", &MissingError{What: "tools/dynalite/package-lock.json", Why: "the module at " + root + " does not pin dynalite"}
 	}
+	return tools, nil
 }
 
 // answers reports whether a DynamoDB-compatible server answers a
@@ -94,22 +93,4 @@ func answers(ctx context.Context, endpoint string) bool {
 	resp.Body.Close()
 	// Unsigned, so the server answers 400 MissingAuthenticationToken: it is up.
 	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusBadRequest
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

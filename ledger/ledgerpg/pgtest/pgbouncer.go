@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // Bouncer is a PgBouncer that StartPgBouncer started.
@@ -44,7 +46,7 @@ func StartPgBouncer(ctx context.Context, target string) (*Bouncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := tooling.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err

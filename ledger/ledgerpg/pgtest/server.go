@@ -6,17 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // StartTimeout bounds how long Start waits for the new server to answer.
@@ -57,7 +57,7 @@ func Start(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
 	}
-	port, err := freePort()
+	port, err := tooling.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -81,13 +81,11 @@ func (s *Server) Stop() error { return s.proc.stop() }
 // process is a server this package started: a command in its own process
 // group, running from a temporary directory.
 type process struct {
-	name   string
-	dir    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    *lockedBuffer
-	once   sync.Once
-	err    error
+	*tooling.Process
+	name string
+	dir  string
+	once sync.Once
+	err  error
 }
 
 // tempDir makes a temporary directory that cred (nil: this process's
@@ -110,32 +108,27 @@ func tempDir(prefix string, cred *syscall.Credential) (string, error) {
 // until url answers (StartTimeout). The process owns dir: stop removes
 // it, and so does a failed start.
 func startProcess(ctx context.Context, name, dir string, cmd *exec.Cmd, cred *syscall.Credential, url string) (*process, error) {
-	p := &process{name: name, dir: dir, cmd: cmd, exited: make(chan struct{}), out: &lockedBuffer{}}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	if err := cmd.Start(); err != nil {
+	proc, err := tooling.StartProcess(cmd, 0)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { _ = cmd.Wait(); close(p.exited) }()
-	deadline := time.Now().Add(StartTimeout)
-	for {
-		err := ping(ctx, url)
-		if err == nil {
-			return p, nil
-		}
-		select {
-		case <-p.exited:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("%s exited: %s", name, p.out.String())
-		default:
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			p.stop()
-			return nil, fmt.Errorf("%s did not answer within %v: %w\n%s", name, StartTimeout, err, p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval
+	p := &process{Process: proc, name: name, dir: dir}
+	var pingErr error
+	err = p.WaitReady(ctx, StartTimeout, 50*time.Millisecond, func() bool {
+		pingErr = ping(ctx, url)
+		return pingErr == nil
+	})
+	switch {
+	case errors.Is(err, tooling.ErrExited):
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("%s exited: %s", name, p.Out)
+	case err != nil:
+		p.stop()
+		return nil, fmt.Errorf("%s did not answer within %v: %w\n%s", name, StartTimeout, errors.Join(pingErr, ctx.Err()), p.Out)
 	}
+	return p, nil
 }
 
 // stop sends SIGINT to the process, waits for it to exit, and removes its
@@ -143,13 +136,8 @@ func startProcess(ctx context.Context, name, dir string, cmd *exec.Cmd, cred *sy
 // more than once.
 func (p *process) stop() error {
 	p.once.Do(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-p.exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.exited
-			p.err = fmt.Errorf("%s (pid %d) ignored SIGINT for 30 s and was killed", p.name, p.cmd.Process.Pid)
+		if p.Stop(syscall.SIGINT, 30*time.Second, false) {
+			p.err = fmt.Errorf("%s (pid %d) ignored SIGINT for 30 s and was killed", p.name, p.Cmd.Process.Pid)
 		}
 		p.err = errors.Join(p.err, os.RemoveAll(p.dir))
 	})
@@ -243,32 +231,4 @@ func credential() (*syscall.Credential, error) {
 		return nil, err
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

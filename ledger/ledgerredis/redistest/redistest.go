@@ -18,9 +18,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +29,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 // EnvURL names an existing server to use (a redis:// URL).
@@ -46,9 +46,9 @@ var ErrUnavailable = errors.New("redistest: no server")
 // Server is a server the tests use.
 type Server struct {
 	// URL locates the server (redis://host:port/0).
-	URL string
-	cmd *exec.Cmd // nil when the server was already running
-	dir string
+	URL  string
+	proc *tooling.Process // nil when the server was already running
+	dir  string
 }
 
 // Start returns the server of IDEMKIT_REDIS_URL, else the one on
@@ -94,7 +94,7 @@ func StartBinary(ctx context.Context, binary, pkg string, args ...string) (*Serv
 }
 
 func startOn(ctx context.Context, path string, args []string) (*Server, error) {
-	port, err := freePort()
+	port, err := tooling.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -105,51 +105,36 @@ func startOn(ctx context.Context, path string, args []string) (*Server, error) {
 	cmd := exec.Command(path, append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
 		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", dir + "/server.log"}, args...)...)
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	proc, err := tooling.StartProcess(cmd, 0)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("redistest: start %s: %w", path, err)
 	}
-	s := &Server{URL: fmt.Sprintf("redis://127.0.0.1:%d/0", port), cmd: cmd, dir: dir}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.After(30 * time.Second)
-	for {
-		if ping(ctx, s.URL) == nil {
-			go func() { <-exited }()
-			return s, nil
-		}
-		select {
-		case err := <-exited:
-			log, _ := os.ReadFile(dir + "/server.log")
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("redistest: %s exited: %v\n%s", path, err, log)
-		case <-deadline:
-			s.Close()
-			return nil, fmt.Errorf("redistest: %s did not answer on %s", path, s.URL)
-		case <-ctx.Done():
-			s.Close()
+	s := &Server{URL: fmt.Sprintf("redis://127.0.0.1:%d/0", port), proc: proc, dir: dir}
+	err = proc.WaitReady(ctx, 30*time.Second, 20*time.Millisecond, func() bool { return ping(ctx, s.URL) == nil })
+	switch {
+	case errors.Is(err, tooling.ErrExited):
+		log, _ := os.ReadFile(dir + "/server.log")
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("redistest: %s exited: %v\n%s", path, proc.Cmd.ProcessState, log)
+	case err != nil:
+		s.Close()
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
 		}
+		return nil, fmt.Errorf("redistest: %s did not answer on %s", path, s.URL)
 	}
+	return s, nil
 }
 
 // Close stops the server when Start started it, by its process id.
 func (s *Server) Close() {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
+	_ = s.proc.Cmd.Process.Kill()
+	<-s.proc.Exited()
 	os.RemoveAll(s.dir)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func ping(ctx context.Context, rawurl string) error {
@@ -223,7 +208,7 @@ func Main(run func() int) int {
 		shared.unavailable = err.Error()
 		fmt.Fprintf(os.Stderr, "%v: the tests that need Redis are skipped, and so are the examples\n", err)
 		// An example cannot skip itself.
-		if err := skipExamples(); err != nil {
+		if err := tooling.SkipExamples(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
@@ -241,21 +226,6 @@ func Main(run func() int) int {
 	}
 	shared.started = true
 	return run()
-}
-
-func skipExamples() error {
-	if !flag.Parsed() {
-		flag.Parse()
-	}
-	f := flag.Lookup("test.skip")
-	if f == nil {
-		return errors.New("redistest: no -test.skip flag; is Main called from TestMain?")
-	}
-	skip := "^Example"
-	if s := f.Value.String(); s != "" {
-		skip = s + "|" + skip
-	}
-	return flag.Set("test.skip", skip)
 }
 
 // URL returns the URL of the server Main found or started. It skips tb

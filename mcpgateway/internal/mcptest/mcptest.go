@@ -8,13 +8,14 @@ package mcptest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idemkit/internal/npmci"
+	"github.com/idemkit/idemkit/internal/tooling"
 )
 
 var (
@@ -43,21 +44,16 @@ func Dir(tb testing.TB) (toolsDir, nodePath string) {
 }
 
 func setup() {
-	wd, err := os.Getwd()
-	if err != nil {
+	root, err := tooling.RepoRoot()
+	switch {
+	case errors.Is(err, tooling.ErrNoModule):
+		missing = err.Error()
+		return
+	case err != nil:
 		failure = err
 		return
 	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			dir = filepath.Join(d, "tools", "mcp")
-			break
-		}
-		if filepath.Dir(d) == d {
-			missing = "no module root above " + wd
-			return
-		}
-	}
+	dir = filepath.Join(root, "tools", "mcp")
 	if node, err = exec.LookPath("node"); err != nil {
 		missing = "node not found; it runs the MCP reference servers"
 		return
@@ -68,7 +64,7 @@ func setup() {
 			return
 		}
 	}
-	failure = npmci.Install(context.Background(), dir)
+	failure = tooling.NPMCI(context.Background(), dir)
 }
 
 // Memory returns the command that runs @modelcontextprotocol/server-memory

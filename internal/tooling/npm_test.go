@@ -1,6 +1,6 @@
 //go:build unix
 
-package dynalitetest
+package tooling
 
 import (
 	"context"
@@ -11,8 +11,9 @@ import (
 	"testing"
 )
 
-// fakeNPM writes an npm that logs each run to a file and, for "ci", writes
-// node_modules/dynalite/index.js (then fails when fail is set).
+// fakeNPM writes an npm that logs each run (with the .npmrc it found) to a
+// file and, for "ci", writes node_modules/dynalite/index.js (then fails when
+// fail is set).
 func fakeNPM(t *testing.T, fail bool) (npm, log string) {
 	t.Helper()
 	bin := t.TempDir()
@@ -23,7 +24,7 @@ func fakeNPM(t *testing.T, fail bool) (npm, log string) {
 	}
 	script := `#!/bin/sh
 PATH=/bin:/usr/bin
-echo "$PWD $*" >> '` + log + `'
+echo "$PWD $* npmrc=$(cat .npmrc 2>/dev/null)" >> '` + log + `'
 [ "$1" = ci ] && [ -f package-lock.json ] && [ -f package.json ] || exit 2
 mkdir -p node_modules/dynalite node_modules/other
 echo 'module.exports = 1' > node_modules/dynalite/index.js
@@ -36,7 +37,7 @@ exit ` + exit + "\n"
 	return npm, log
 }
 
-// toolsCopy is a directory holding what tools/dynalite holds.
+// toolsCopy is a directory holding what a tools/ directory holds.
 func toolsCopy(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -63,14 +64,14 @@ func runs(t *testing.T, log string) []string {
 // Concurrent installs into one folder (as from several test binaries; a
 // separate open file per install, so the flocks conflict as across
 // processes) run npm once, in the staging folder, and leave a whole tree.
-func TestInstallConcurrent(t *testing.T) {
+func TestNPMCIConcurrent(t *testing.T) {
 	t.Parallel()
 	npm, log := fakeNPM(t, false)
 	dir := toolsCopy(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {
-		wg.Go(func() { errs[i] = install(context.Background(), dir, npm) })
+		wg.Go(func() { errs[i] = npmCI(context.Background(), dir, npm) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -78,8 +79,9 @@ func TestInstallConcurrent(t *testing.T) {
 			t.Errorf("install %d: %v", i, err)
 		}
 	}
-	if got := runs(t, log); len(got) != 1 || !strings.HasPrefix(got[0], filepath.Join(dir, ".node_modules.staging")+" ci ") {
-		t.Errorf("npm runs = %q, want one npm ci in the staging folder", got)
+	if got := runs(t, log); len(got) != 1 || !strings.HasPrefix(got[0], filepath.Join(dir, ".node_modules.staging")+" ci ") ||
+		!strings.HasSuffix(got[0], " npmrc=fund=false") {
+		t.Errorf("npm runs = %q, want one npm ci in the staging folder, with the .npmrc", got)
 	}
 	for _, f := range []string{"node_modules/dynalite/index.js", "node_modules/other/index.js"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
@@ -93,11 +95,11 @@ func TestInstallConcurrent(t *testing.T) {
 
 // A failed npm ci leaves no node_modules, even though it wrote part of one,
 // nor a staging folder; the next install starts over.
-func TestInstallFailed(t *testing.T) {
+func TestNPMCIFailed(t *testing.T) {
 	t.Parallel()
 	npm, log := fakeNPM(t, true)
 	dir := toolsCopy(t)
-	if err := install(context.Background(), dir, npm); err == nil {
+	if err := npmCI(context.Background(), dir, npm); err == nil {
 		t.Fatal("install with a failing npm succeeded")
 	}
 	for _, f := range []string{"node_modules", ".node_modules.staging"} {
@@ -106,7 +108,7 @@ func TestInstallFailed(t *testing.T) {
 		}
 	}
 	good, _ := fakeNPM(t, false)
-	if err := install(context.Background(), dir, good); err != nil {
+	if err := npmCI(context.Background(), dir, good); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules/dynalite/index.js")); err != nil {
@@ -118,7 +120,7 @@ func TestInstallFailed(t *testing.T) {
 }
 
 // A staging folder left by a crash is replaced.
-func TestInstallAfterCrash(t *testing.T) {
+func TestNPMCIAfterCrash(t *testing.T) {
 	t.Parallel()
 	npm, _ := fakeNPM(t, false)
 	dir := toolsCopy(t)
@@ -126,7 +128,7 @@ func TestInstallAfterCrash(t *testing.T) {
 	if err := os.MkdirAll(stale, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := install(context.Background(), dir, npm); err != nil {
+	if err := npmCI(context.Background(), dir, npm); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "half")); !os.IsNotExist(err) {
