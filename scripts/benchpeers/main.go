@@ -44,7 +44,7 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/internal/ledgerbench"
-	"github.com/idemkit/idemkit/internal/npmci"
+	"github.com/idemkit/idemkit/internal/tooling"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 )
@@ -303,7 +303,7 @@ func powertoolsSide(ctx context.Context, endpoint string) (_ *side, stop func(),
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := npmci.Install(ctx, dir); err != nil {
+	if err := tooling.NPMCI(ctx, dir); err != nil {
 		return nil, nil, err
 	}
 	script := filepath.Join(dir, "powertools.mjs")
