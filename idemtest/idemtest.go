@@ -25,10 +25,8 @@
 //     done without a second effect.
 //
 // Each "process" is its own client.Executor over the shared store. The
-// executors read a clock that follows the wall clock and that FailureCases
-// moves ahead past leases, so no case sleeps; a reconciler reading the
-// wall clock never sees the executors' times fall behind its own, so the
-// time it leaves earlier requests to commit is never cut short.
+// executors read a fake clock (a *ledgertest.Clock near the wall clock)
+// that FailureCases moves past leases, so no case sleeps.
 package idemtest
 
 import (
@@ -43,6 +41,7 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // Lease is the executors' lease in FailureCases; the fake clock moves past
@@ -95,7 +94,7 @@ func FailureCases(t *testing.T, newHarness func(t *testing.T, clock ledger.Clock
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			clock := &walkingClock{}
+			clock := ledgertest.NewClock(time.Now().Truncate(time.Second))
 			h := newHarness(t, clock)
 			if h.Store == nil || h.Tool.Run == nil || len(h.Input) == 0 || h.Effects == nil || h.TimeoutAfterSuccess == nil {
 				t.Fatal("idemtest: the harness needs Store, Tool.Run, Input, Effects and TimeoutAfterSuccess")
@@ -109,7 +108,7 @@ func FailureCases(t *testing.T, newHarness func(t *testing.T, clock ledger.Clock
 type env struct {
 	t     *testing.T
 	h     Harness
-	clock *walkingClock
+	clock *ledgertest.Clock
 	runID string
 	calls atomic.Int64
 }
@@ -175,15 +174,6 @@ func (e *env) crashAfterEffect() {
 	<-died
 	e.clock.Advance(Lease + time.Second)
 }
-
-// walkingClock is the wall clock moved ahead by Advance.
-type walkingClock struct{ ahead atomic.Int64 }
-
-// Now returns the wall clock plus what Advance added.
-func (c *walkingClock) Now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
-
-// Advance moves the clock ahead by d.
-func (c *walkingClock) Advance(d time.Duration) { c.ahead.Add(int64(d)) }
 
 // effects checks the provider committed exactly one effect.
 func (e *env) effects() {
