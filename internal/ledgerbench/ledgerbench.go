@@ -169,3 +169,53 @@ func Quantile(d []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(s))+0.5) - 1
 	return s[min(max(i, 0), len(s)-1)]
 }
+
+// Scale measures claim latency on two stores that differ only in how many
+// records they hold (sizes), paired: every iteration makes the same claim
+// on both, so that drift of the machine cancels out of the ratio. replay
+// claims a done key, replayKey(size, i), which must name one of the
+// store's done records; fresh claims and completes a new key, freshKey(size).
+// It reports small-ns/op, large-ns/op and large/small (near 1: flat).
+func Scale(b *testing.B, sizes [2]int, stores [2]ledger.Store, replayKey func(size, i int) string, freshKey func(size int) string) {
+	ctx := context.Background()
+	params := func(key string) ledger.ClaimParams {
+		now := time.Now()
+		return ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: "owner",
+			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+	}
+	paired := func(b *testing.B, action func(b *testing.B, s ledger.Store, size, i int)) {
+		var took [2]time.Duration
+		i := 0
+		for b.Loop() {
+			i++
+			for j, s := range stores {
+				t0 := time.Now()
+				action(b, s, sizes[j], i)
+				took[j] += time.Since(t0)
+			}
+		}
+		n := float64(b.N)
+		b.ReportMetric(float64(took[0])/n, "small-ns/op")
+		b.ReportMetric(float64(took[1])/n, "large-ns/op")
+		b.ReportMetric(float64(took[1])/float64(took[0]), "large/small")
+	}
+	b.Run("replay", func(b *testing.B) {
+		paired(b, func(b *testing.B, s ledger.Store, size, i int) {
+			res, err := s.Claim(ctx, params(replayKey(size, i)))
+			if err != nil || res.Claimed || res.Previous == nil || res.Previous.State != ledger.StateDone {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+		})
+	})
+	b.Run("fresh", func(b *testing.B) {
+		paired(b, func(b *testing.B, s ledger.Store, size, _ int) {
+			p := params(freshKey(size))
+			if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+			if err := s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "sent"}); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+}

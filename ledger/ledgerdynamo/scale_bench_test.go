@@ -129,47 +129,9 @@ var scaleFresh atomic.Int64
 // 1000 spread over the table); fresh claims and completes a new key. The
 // two sizes should cost the same (large/small near 1).
 func BenchmarkScale(b *testing.B) {
-	ctx := context.Background()
 	sizes := [2]int{1_000, 100_000}
 	stores := [2]*ledgerdynamo.Store{scaleStore(b, sizes[0]), scaleStore(b, sizes[1])}
-	params := func(key string) ledger.ClaimParams {
-		now := time.Now()
-		return ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: "owner",
-			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
-	}
-	paired := func(b *testing.B, action func(b *testing.B, s *ledgerdynamo.Store, n, i int)) {
-		var took [2]time.Duration
-		i := 0
-		for b.Loop() {
-			i++
-			for j, s := range stores {
-				t0 := time.Now()
-				action(b, s, sizes[j], i)
-				took[j] += time.Since(t0)
-			}
-		}
-		n := float64(b.N)
-		b.ReportMetric(float64(took[0])/n, "small-ns/op")
-		b.ReportMetric(float64(took[1])/n, "large-ns/op")
-		b.ReportMetric(float64(took[1])/float64(took[0]), "large/small")
-	}
-	b.Run("replay", func(b *testing.B) {
-		paired(b, func(b *testing.B, s *ledgerdynamo.Store, n, i int) {
-			res, err := s.Claim(ctx, params(scaleKey((i%1000)*(n/1000))))
-			if err != nil || res.Claimed || res.Previous == nil || res.Previous.State != ledger.StateDone {
-				b.Fatalf("Claim = %+v, %v", res, err)
-			}
-		})
-	})
-	b.Run("fresh", func(b *testing.B) {
-		paired(b, func(b *testing.B, s *ledgerdynamo.Store, _, _ int) {
-			p := params("scale-fresh-" + strconv.FormatInt(scaleFresh.Add(1), 10))
-			if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
-				b.Fatalf("Claim = %+v, %v", res, err)
-			}
-			if err := s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "sent"}); err != nil {
-				b.Fatal(err)
-			}
-		})
-	})
+	ledgerbench.Scale(b, sizes, [2]ledger.Store{stores[0], stores[1]},
+		func(n, i int) string { return scaleKey((i % 1000) * (n / 1000)) },
+		func(int) string { return "scale-fresh-" + strconv.FormatInt(scaleFresh.Add(1), 10) })
 }
