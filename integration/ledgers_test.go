@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgercache"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
@@ -33,6 +34,12 @@ var backends = []backend{
 	{name: "sqlite", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
 		env := []string{"IDEM_LEDGER=sqlite", "IDEM_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
 		return mustOpen(t, env, clock), env
+	}},
+	// The done-record cache in front of SQLite: repeats this process saw
+	// done are answered from memory; a child process opens the file alone.
+	{name: "sqlite+cache", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+		env := []string{"IDEM_LEDGER=sqlite", "IDEM_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
+		return ledgercache.New(mustOpen(t, env, clock), &ledgercache.Config{Clock: clock}), env
 	}},
 	{name: "dynamo", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
 		endpoint := dynalitetest.Endpoint(t)
