@@ -4,10 +4,12 @@
 //
 // # Storage
 //
-// One table, records, keyed by the action key, with an index on
-// (state, lease_until) for the sweeper and one on run_id. Times are stored
+// One table, records, stored in the B-tree of its primary key, the action
+// key (WITHOUT ROWID), with an index on (state, lease_until) for the
+// sweeper and one on run_id. Times are stored
 // as integer Unix milliseconds. The schema is created on Open, idempotently,
-// and versioned with PRAGMA user_version; a file written by a newer schema
+// and versioned with PRAGMA user_version; a file of an older version is
+// migrated in place when it is opened, and a file written by a newer schema
 // is refused with ErrSchemaVersion.
 //
 // The file runs in WAL mode with a busy timeout (default 5 s), so readers
@@ -199,10 +201,16 @@ var (
 	_ ledger.Purger = (*Store)(nil)
 )
 
-const schemaVersion = 1
+// schemaVersion is the PRAGMA user_version of the schema below. Version 1
+// kept the records in a rowid table with a separate index on key; version
+// 2 keeps them in the primary-key B-tree itself (WITHOUT ROWID), so that a
+// lookup by action key walks one tree instead of two. migrate rewrites a
+// version 1 file in place.
+const schemaVersion = 2
 
-const schema = `
-CREATE TABLE records (
+// recordsTable creates the records table under the name %s.
+const recordsTable = `
+CREATE TABLE %s (
 	key              TEXT    NOT NULL PRIMARY KEY,
 	tool             TEXT    NOT NULL,
 	run_id           TEXT    NOT NULL,
@@ -231,10 +239,23 @@ CREATE TABLE records (
 	prev_updated_at  INTEGER NOT NULL DEFAULT 0,
 	prev_tool        TEXT    NOT NULL DEFAULT '',
 	prev_run_id      TEXT    NOT NULL DEFAULT ''
-);
+) WITHOUT ROWID;
+`
+
+const recordsIndexes = `
 CREATE INDEX records_state_lease ON records (state, lease_until);
 CREATE INDEX records_run ON records (run_id);
 `
+
+// migrateV1 rewrites a version 1 file (a rowid table of the same columns)
+// into the current layout, in the migrating transaction.
+var migrateV1 = fmt.Sprintf(recordsTable, "records_v2") + `
+INSERT INTO records_v2 SELECT * FROM records;
+DROP TABLE records;
+ALTER TABLE records_v2 RENAME TO records;
+` + recordsIndexes
+
+var schema = fmt.Sprintf(recordsTable, "records") + recordsIndexes
 
 // expired is the SQL condition of ledger.Record.Expired at now (an SQL
 // parameter): settled and past its retention. A pending row never expires.
@@ -409,8 +430,12 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	}
 	switch version {
 	case schemaVersion:
-	case 0:
-		if _, err := conn.ExecContext(ctx, schema); err != nil {
+	case 0, 1:
+		ddl := schema
+		if version == 1 {
+			ddl = migrateV1
+		}
+		if _, err := conn.ExecContext(ctx, ddl); err != nil {
 			return s.unavailable("create schema", err)
 		}
 		if _, err := conn.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(schemaVersion)); err != nil {

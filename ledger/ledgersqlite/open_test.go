@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -209,4 +210,98 @@ func makeReadOnly(t *testing.T, dir string) {
 			t.Errorf("chattr -i %s: %v: %s", dir, err, out)
 		}
 	})
+}
+
+// schemaV1 is the records table of schema version 1: a rowid table, the
+// action key in a separate index.
+const schemaV1 = `
+CREATE TABLE records_v1 (
+	key TEXT NOT NULL PRIMARY KEY, tool TEXT NOT NULL, run_id TEXT NOT NULL,
+	state TEXT NOT NULL, owner TEXT NOT NULL, lease_until INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL, fingerprint TEXT NOT NULL, attempt INTEGER NOT NULL,
+	attempt_at INTEGER NOT NULL, summary TEXT NOT NULL DEFAULT '',
+	ref TEXT NOT NULL DEFAULT '', result BLOB, truncated INTEGER NOT NULL DEFAULT 0,
+	reason TEXT NOT NULL DEFAULT '', updated_at INTEGER NOT NULL,
+	prev_state TEXT NOT NULL DEFAULT '', prev_owner TEXT NOT NULL DEFAULT '',
+	prev_lease_until INTEGER NOT NULL DEFAULT 0, prev_expires_at INTEGER NOT NULL DEFAULT 0,
+	prev_fingerprint TEXT NOT NULL DEFAULT '', prev_attempt INTEGER NOT NULL DEFAULT 0,
+	prev_attempt_at INTEGER NOT NULL DEFAULT 0, prev_reason TEXT NOT NULL DEFAULT '',
+	prev_updated_at INTEGER NOT NULL DEFAULT 0, prev_tool TEXT NOT NULL DEFAULT '',
+	prev_run_id TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO records_v1 SELECT * FROM records;
+DROP TABLE records;
+ALTER TABLE records_v1 RENAME TO records;
+CREATE INDEX records_state_lease ON records (state, lease_until);
+CREATE INDEX records_run ON records (run_id);
+PRAGMA user_version = 1;
+`
+
+// A file of schema version 1 is rewritten in place on Open: every record
+// survives unchanged, the table no longer has a rowid, and the ledger goes
+// on deciding claims on the migrated records.
+func TestOpenMigratesV1(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	s := open(t, path, nil)
+	done, pending := claimParams("done", "owner"), claimParams("pending", "owner")
+	for _, p := range []ledger.ClaimParams{done, pending} {
+		if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+			t.Fatalf("Claim(%s) = %+v, %v", p.Key, res, err)
+		}
+	}
+	if err := s.Complete(ctx, done.Key, done.Owner, ledger.Completion{Summary: "ok", Ref: "ref-1", Result: []byte{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*ledger.Record{}
+	for _, k := range []string{done.Key, pending.Key} {
+		r, err := s.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[k] = r
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, schemaV1); err != nil {
+		t.Fatal(err)
+	}
+	var ddl string
+	if err := db.QueryRowContext(ctx, "SELECT sql FROM sqlite_master WHERE name = 'records'").Scan(&ddl); err != nil || strings.Contains(ddl, "WITHOUT ROWID") {
+		t.Fatalf("the version 1 file was not made: %q, %v", ddl, err)
+	}
+
+	s = open(t, path, nil)
+	defer s.Close()
+	for k, w := range want {
+		r, err := s.Get(ctx, k)
+		if err != nil || !reflect.DeepEqual(r, w) {
+			t.Errorf("Get(%s) after migrating = %+v, %v; want %+v", k, r, err, w)
+		}
+	}
+	if res, err := s.Claim(ctx, claimParams(pending.Key, "other")); err != nil || res.Claimed || res.Previous == nil || res.Previous.Owner != pending.Owner {
+		t.Errorf("Claim of the migrated pending record = %+v, %v; want its owner's record", res, err)
+	}
+	if res, err := s.Claim(ctx, claimParams("new", "owner")); err != nil || !res.Claimed {
+		t.Errorf("Claim of a new key after migrating = %+v, %v", res, err)
+	}
+	var version int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil || version != 2 {
+		t.Errorf("user_version after migrating = %d, %v; want 2", version, err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT sql FROM sqlite_master WHERE name = 'records'").Scan(&ddl); err != nil || !strings.Contains(ddl, "WITHOUT ROWID") {
+		t.Errorf("records after migrating: %q, %v; want a WITHOUT ROWID table", ddl, err)
+	}
+	var indexes int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('records_state_lease', 'records_run')").Scan(&indexes); err != nil || indexes != 2 {
+		t.Errorf("indexes after migrating: %d, %v; want 2", indexes, err)
+	}
 }
