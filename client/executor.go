@@ -927,9 +927,9 @@ func (r *run) conflict(prev *ledger.Record) Result {
 
 // waitSettled waits for up to Config.Wait while another caller holds the
 // record, and returns the last record seen (nil if it disappeared). It
-// looks at the record whenever a run in this process settles the key, and
-// otherwise polls it with backoff, at most Executor.poll apart, for a
-// holder in another process.
+// looks at the record once at the start, whenever a run in this process
+// settles the key, and otherwise polls it with backoff, at most
+// Executor.poll apart, for a holder in another process.
 func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Record {
 	if r.e.cfg.Wait < 0 {
 		return prev
@@ -946,24 +946,28 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 	defer func() { release() }()
 	deadline := time.NewTimer(r.e.cfg.Wait)
 	defer deadline.Stop()
-	for {
-		d := bc.NextBackOff()
-		if d == backoff.Stop {
-			return prev
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return prev
-		case <-deadline.C:
-			t.Stop()
-			return prev
-		case <-woken:
-			t.Stop()
-			release()
-			woken, release = settles.wait(r.id.key)
-		case <-t.C:
+	// The first look is at once: a settle between the claim that returned
+	// prev and the registration above signalled nobody.
+	for first := true; ; first = false {
+		if !first {
+			d := bc.NextBackOff()
+			if d == backoff.Stop {
+				return prev
+			}
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return prev
+			case <-deadline.C:
+				t.Stop()
+				return prev
+			case <-woken:
+				t.Stop()
+				release()
+				woken, release = settles.wait(r.id.key)
+			case <-t.C:
+			}
 		}
 		rec, err := r.e.store.Get(ctx, r.id.key)
 		switch {

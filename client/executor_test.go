@@ -542,9 +542,10 @@ func TestRecordWriteRetriedWithBackoff(t *testing.T) {
 	t.Run("recovers", func(t *testing.T) {
 		t.Parallel()
 		var runs atomic.Int64
-		s := &flaky{Store: ledgermem.New(nil)}
+		clock := ledgertest.NewClock(t0) // the ledger's too: the record is read back at t0
+		s := &flaky{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 		s.completeErr.Store(3)
-		f := (&fixture{clock: ledgertest.NewClock(t0)}).with(t, s, &client.Config{RecordTimeout: 5 * time.Second}, counted("send_reply", &runs, nil))
+		f := (&fixture{clock: clock}).with(t, s, &client.Config{RecordTimeout: 5 * time.Second}, counted("send_reply", &runs, nil))
 		r, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
 		if err != nil || r.Outcome != client.Executed || s.completes.Load() != 4 {
 			t.Fatalf("r %+v err %v completes %d", r, err, s.completes.Load())
@@ -556,9 +557,10 @@ func TestRecordWriteRetriedWithBackoff(t *testing.T) {
 	t.Run("gives up", func(t *testing.T) {
 		t.Parallel()
 		var runs atomic.Int64
-		s := &flaky{Store: ledgermem.New(nil)}
+		clock := ledgertest.NewClock(t0) // the ledger's too: the record is read back at t0
+		s := &flaky{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 		s.completeErr.Store(1 << 30)
-		f := (&fixture{clock: ledgertest.NewClock(t0)}).with(t, s, &client.Config{RecordTimeout: 100 * time.Millisecond}, counted("send_reply", &runs, nil))
+		f := (&fixture{clock: clock}).with(t, s, &client.Config{RecordTimeout: 100 * time.Millisecond}, counted("send_reply", &runs, nil))
 		r, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
 		if !errors.Is(err, ledger.ErrUnavailable) || s.completes.Load() < 2 {
 			t.Fatalf("err %v completes %d", err, s.completes.Load())

@@ -95,8 +95,8 @@ func TestWaiterWokenBySettleNotByPoll(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times", n)
 	}
-	if n := store.gets.Load(); n != 1 {
-		t.Fatalf("the waiter read the record %d times, want once, on the signal", n)
+	if n := store.gets.Load(); n != 2 {
+		t.Fatalf("the waiter read the record %d times, want twice: once as it started waiting, once on the signal", n)
 	}
 	if n := settles.waiting(key); n != 0 {
 		t.Fatalf("%d waiters still registered", n)
@@ -145,5 +145,63 @@ func TestWaiterPollsForAnotherProcess(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the waiter never saw the record settle")
+	}
+}
+
+// settlingStore completes the record its Claim found pending, as the
+// holder elsewhere in this process, and signals the settle before the
+// claim returns: before the caller has started waiting.
+type settlingStore struct {
+	ledger.Store
+	holder string
+}
+
+func (s *settlingStore) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, p)
+	if err == nil && !res.Claimed && res.Previous != nil && res.Previous.Owner == s.holder {
+		if err := s.Store.Complete(ctx, p.Key, s.holder, ledger.Completion{Summary: "sent by the holder"}); err != nil {
+			return res, err
+		}
+		settles.wake(p.Key)
+	}
+	return res, err
+}
+
+// A settle signalled between the claim that found the record pending and
+// the start of the wait is not lost: the caller looks at the record as it
+// starts waiting, and its polls (an hour apart) cannot be what answers it.
+func TestWaiterSeesSettleBeforeItWaits(t *testing.T) {
+	t.Parallel()
+	mem := ledgermem.New(nil)
+	tool := Tool{Name: "send_reply", Identity: []Field{{Path: "ticketId", Norm: String}},
+		Run: func(context.Context, Invocation) (Effect, error) { return Effect{Summary: "again"}, nil }}
+	e := New(&settlingStore{Store: mem, holder: "holder"}, &Config{Wait: time.Hour})
+	e.poll = time.Hour
+	if err := e.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	call := Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"early-settle"}`)}
+	key, err := tool.Key("run", call, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := mem.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run", Owner: "holder",
+		LeaseUntil: now.Add(time.Hour), ExpiresAt: now.Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan Result, 1)
+	go func() {
+		r, _ := e.Execute(ctx, "run", call)
+		waited <- r
+	}()
+	select {
+	case r := <-waited:
+		if r.Outcome != AlreadyDone || r.Summary != "sent by the holder" {
+			t.Fatalf("caller got %v %q, want AlreadyDone", r.Outcome, r.Text)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the caller missed the settle that came before it started waiting")
 	}
 }
