@@ -22,7 +22,10 @@
 // expiry from those fields with the store's Clock (ledger.Record.Expired:
 // a settled record past its retention counts as absent, a pending one
 // never); the key's TTL only reclaims memory. A settled record's key lives
-// until its retention (ExpiresAt) ends. A pending record's key lives
+// until a minute after its retention (ExpiresAt) ends: a host whose clock
+// is a little behind the writer's still finds a record that has not
+// expired by its own clock, even one settled just as its retention ended
+// (a tool that ran past it under a renewed lease). A pending record's key lives
 // PendingGrace beyond its retention and its lease, whichever is later, and
 // Extend raises the retention to the new lease end when it is sooner, so
 // the TTL never cuts a live claim short, and a claim on a pending record

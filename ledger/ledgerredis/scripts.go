@@ -32,11 +32,13 @@ end
 -- keep sets the record's TTL and its place in the bucket's indexes. A
 -- pending record is kept for grace ms beyond its retention and its lease,
 -- so that a claim after both still sees it and takes it over; a settled one
--- until its retention ends. The indexes live as long as their longest-lived
--- record: settling a record never lengthens its life, so only pending
--- records (claims, extensions) raise their TTL.
+-- until a minute after its retention ends, so that a host whose clock is
+-- behind the writer's still reads a record that has not expired by its own
+-- clock (readers apply expiry from the fields). The indexes live as long as
+-- their longest-lived record: settling a record never lengthens its life,
+-- so only pending records (claims, extensions) raise their TTL.
 local function keep(s, l, e, now, grace)
-  local d = e
+  local d = e + 60000
   if s == 'pending' then
     d = math.max(e, l, now) + grace
     redis.call('ZADD', KEYS[2], l, ARGV[1])

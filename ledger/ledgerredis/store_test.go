@@ -236,7 +236,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 }
 
 // The key TTL follows the record: a pending key outlives its retention and
-// lease by the grace, a settled one lives until its retention ends, and
+// lease by the grace, a settled one lives a minute past its retention, and
 // Extend raises both the retention and the TTL past a lease beyond them.
 func TestTTL(t *testing.T) {
 	t.Parallel()
@@ -288,7 +288,31 @@ func TestTTL(t *testing.T) {
 	if err := store.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	near("done", ttl(p.Key), time.Hour) // retention ends an hour after the clock
+	near("done", ttl(p.Key), time.Hour+time.Minute) // retention ends an hour after the clock, plus the slack
+
+	// Settled just as its retention ends (a tool that outlived it under a
+	// renewed lease): the key stays for the slack, not a millisecond, so a
+	// reader whose clock is a little behind still finds it.
+	q := params("k-ttl-late", "owner-a", clock.Now())
+	q.LeaseUntil, q.ExpiresAt = clock.Now().Add(time.Minute), clock.Now().Add(2*time.Minute)
+	if res, err := store.Claim(ctx, q); err != nil || !res.Claimed {
+		t.Fatal(res, err)
+	}
+	end := clock.Now().Add(3 * time.Minute)
+	if err := store.Extend(ctx, q.Key, q.Owner, end); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(end)
+	if err := store.Complete(ctx, q.Key, q.Owner, ledger.Completion{Summary: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := ttl(q.Key); d < 30*time.Second || d > time.Minute {
+		t.Errorf("done at the end of its retention: TTL %v, want about a minute", d)
+	}
+	clock.Set(end.Add(-time.Second)) // a reader whose clock is a second behind
+	if rec, err := store.Get(ctx, q.Key); err != nil || rec.State != ledger.StateDone {
+		t.Fatalf("Get by a reader a second behind = %+v, %v; want the done record", rec, err)
+	}
 }
 
 // A pending record whose lease and retention both ran out is still an
