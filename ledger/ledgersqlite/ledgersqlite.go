@@ -135,6 +135,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -353,7 +354,11 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return nil, s.unavailable("open", err)
 	}
 	s.w.SetMaxOpenConns(1)
-	if err := s.migrate(ctx); err != nil {
+	// Processes opening a new file together can meet SQLITE_BUSY that
+	// SQLite's busy handler never waited for (one switches the file to WAL
+	// or rebuilds its WAL index while another starts to read it). The
+	// migration changes nothing unless it commits, so it is run again.
+	if err := retryBusy(ctx, c.BusyTimeout, func() error { return s.migrate(ctx) }); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -448,6 +453,50 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		return s.openError(err)
 	}
 	return nil
+}
+
+// busyRetried, when set (by tests), is called before each retry of
+// retryBusy.
+var busyRetried func()
+
+// retryBusy runs f, and while it fails with SQLITE_BUSY runs it again with
+// backoff (1 ms growing to 50 ms) for up to limit after the first failure,
+// or until ctx ends; it returns f's last error.
+func retryBusy(ctx context.Context, limit time.Duration, f func() error) error {
+	err := f()
+	if err == nil || !isBusy(err) {
+		return err
+	}
+	b := backoff.WithContext(backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(time.Millisecond),
+		backoff.WithMaxInterval(50*time.Millisecond),
+		backoff.WithMaxElapsedTime(limit),
+	), ctx)
+	for {
+		d := b.NextBackOff()
+		if d == backoff.Stop {
+			return err
+		}
+		if busyRetried != nil {
+			busyRetried()
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		if err = f(); err == nil || !isBusy(err) {
+			return err
+		}
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // checkPath refuses, as configuration errors, paths that cannot hold the

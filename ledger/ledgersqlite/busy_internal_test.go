@@ -1,0 +1,121 @@
+package ledgersqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// An Open that meets SQLITE_BUSY while it migrates (here: the write lock
+// held by another connection past the busy timeout; between processes
+// opening a new file together, also a busy that SQLite's handler never
+// waited for) runs the migration again instead of failing. Not parallel:
+// it sets busyRetried.
+func TestOpenRetriesBusyMigration(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "busy.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if _, err := holder.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	// The lock is released when the first retry is due: the first
+	// migration has certainly failed with SQLITE_BUSY by then.
+	retries := 0
+	busyRetried = func() {
+		if retries++; retries == 1 {
+			if _, err := holder.ExecContext(ctx, "ROLLBACK"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { busyRetried = nil }()
+	s, err := Open(ctx, path, &Config{BusyTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open after the lock was released: %v", err)
+	}
+	defer s.Close()
+	if retries == 0 {
+		t.Fatal("the migration never met the lock: the test tested nothing")
+	}
+	now := time.Now()
+	p := ledger.ClaimParams{Key: "k", Tool: "t", RunID: "r", Owner: "o", LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+		t.Fatalf("Claim after the retried Open = %+v, %v", res, err)
+	}
+}
+
+// retryBusy runs f again only while it fails with SQLITE_BUSY, and gives
+// up with f's own error once its limit has passed.
+func TestRetryBusy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "locked.db")
+	db, err := sql.Open("sqlite", path+"?_busy_timeout=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	a, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, busy := b.ExecContext(ctx, "BEGIN IMMEDIATE")
+	if !isBusy(busy) {
+		t.Fatalf("BEGIN IMMEDIATE under another's lock: %v, want SQLITE_BUSY", busy)
+	}
+	other := errors.New("not busy")
+	for _, tc := range []struct {
+		name  string
+		errs  []error // f's answers, in turn; the last one repeats
+		limit time.Duration
+		calls int
+		want  error
+	}{
+		{"busy twice, then done", []error{busy, busy, nil}, time.Hour, 3, nil},
+		{"another error ends it", []error{busy, other}, time.Hour, 2, other},
+		{"not busy at first", []error{other}, time.Hour, 1, other},
+	} {
+		calls := 0
+		err := retryBusy(ctx, tc.limit, func() error {
+			calls++
+			return tc.errs[min(calls, len(tc.errs))-1]
+		})
+		if err != tc.want || calls != tc.calls {
+			t.Errorf("%s: %v after %d calls, want %v after %d", tc.name, err, calls, tc.want, tc.calls)
+		}
+	}
+	// Busy for ever: the limit ends it, with the busy error.
+	if err := retryBusy(ctx, time.Millisecond, func() error { return busy }); !isBusy(err) {
+		t.Errorf("busy past the limit: %v, want the busy error", err)
+	}
+}
