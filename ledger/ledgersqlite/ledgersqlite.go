@@ -6,11 +6,11 @@
 //
 // One table, records, stored in the B-tree of its primary key, the action
 // key (WITHOUT ROWID), with an index on (state, lease_until) for the
-// sweeper and one on run_id. Times are stored
-// as integer Unix milliseconds. The schema is created on Open, idempotently,
-// and versioned with PRAGMA user_version; a file of an older version is
-// migrated in place when it is opened, and a file written by a newer schema
-// is refused with ErrSchemaVersion.
+// sweeper and one on run_id. Times are stored as integer Unix
+// milliseconds. The schema is created on Open, idempotently, and versioned
+// with PRAGMA user_version; a file of an older version is migrated in place
+// when it is opened, and a file written by a newer schema is refused with
+// ErrSchemaVersion.
 //
 // The file runs in WAL mode with a busy timeout (default 5 s), so readers
 // never wait for the writer and writers from several processes queue for
