@@ -737,40 +737,27 @@ func (f *fence) renew(timeout time.Duration) error {
 }
 
 // write retries a conditional record write with backoff, also after the
-// caller's context ended: the effect happened, it must be recorded. It
-// returns the last error of the store.
+// caller's context ended: the effect happened, it must be recorded.
 func (r *run) write(ctx context.Context, op func(context.Context) error) error {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.e.cfg.RecordTimeout)
 	defer cancel()
-	permanent := func(err error) bool {
-		return errors.Is(err, ledger.ErrNotOwner) || errors.Is(err, ledger.ErrTooLarge) || errors.Is(err, ledger.ErrInvalid)
-	}
-	// The first try at once; the backoff only once it failed.
-	last := op(wctx)
-	if last == nil || permanent(last) {
-		return last
-	}
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(10*time.Millisecond),
 		backoff.WithMaxInterval(time.Second),
 		backoff.WithMaxElapsedTime(r.e.cfg.RecordTimeout),
 	)
-	for {
-		d := b.NextBackOff()
-		if d == backoff.Stop {
-			return last
+	var last error
+	err := backoff.Retry(func() error {
+		last = op(wctx)
+		if errors.Is(last, ledger.ErrNotOwner) || errors.Is(last, ledger.ErrTooLarge) || errors.Is(last, ledger.ErrInvalid) {
+			return backoff.Permanent(last)
 		}
-		t := time.NewTimer(d)
-		select {
-		case <-wctx.Done():
-			t.Stop()
-			return last // the store's error says more than the timeout
-		case <-t.C:
-		}
-		if last = op(wctx); last == nil || permanent(last) {
-			return last
-		}
+		return last
+	}, backoff.WithContext(b, wctx))
+	if err != nil && last != nil && wctx.Err() != nil {
+		return last // the store's error says more than the timeout
 	}
+	return err
 }
 
 func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result, error) {

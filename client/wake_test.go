@@ -103,28 +103,38 @@ func TestWaiterWokenBySettleNotByPoll(t *testing.T) {
 	}
 }
 
-// A holder in another process settles the record without a signal here:
-// the waiter finds out by polling.
-func TestWaiterPollsForAnotherProcess(t *testing.T) {
-	t.Parallel()
-	store := ledgermem.New(nil)
+// heldElsewhere returns an Executor on store that waits up to an hour for a
+// duplicate in flight, with send_reply registered, and a call of it whose
+// record holder has claimed in ledgerStore (an hour's lease), as a
+// process elsewhere would have.
+func heldElsewhere(t *testing.T, store, ledgerStore ledger.Store, ticket, holder string) (*Executor, Call, string) {
+	t.Helper()
 	tool := Tool{Name: "send_reply", Identity: []Field{{Path: "ticketId", Norm: String}},
 		Run: func(context.Context, Invocation) (Effect, error) { return Effect{Summary: "again"}, nil }}
 	e := New(store, &Config{Wait: time.Hour})
 	if err := e.Register(tool); err != nil {
 		t.Fatal(err)
 	}
-	call := Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"poll-1"}`)}
+	call := Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + ticket + `"}`)}
 	key, err := tool.Key("run", call, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	now := time.Now()
-	if _, err := store.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run", Owner: "elsewhere",
+	if _, err := ledgerStore.Claim(context.Background(), ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run", Owner: holder,
 		LeaseUntil: now.Add(time.Hour), ExpiresAt: now.Add(2 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
+	return e, call, key
+}
+
+// A holder in another process settles the record without a signal here:
+// the waiter finds out by polling.
+func TestWaiterPollsForAnotherProcess(t *testing.T) {
+	t.Parallel()
+	store := ledgermem.New(nil)
+	e, call, key := heldElsewhere(t, store, store, "poll-1", "elsewhere")
+	ctx := context.Background()
 	waited := make(chan Result, 1)
 	go func() {
 		r, _ := e.Execute(ctx, "run", call)
@@ -173,24 +183,9 @@ func (s *settlingStore) Claim(ctx context.Context, p ledger.ClaimParams) (ledger
 func TestWaiterSeesSettleBeforeItWaits(t *testing.T) {
 	t.Parallel()
 	mem := ledgermem.New(nil)
-	tool := Tool{Name: "send_reply", Identity: []Field{{Path: "ticketId", Norm: String}},
-		Run: func(context.Context, Invocation) (Effect, error) { return Effect{Summary: "again"}, nil }}
-	e := New(&settlingStore{Store: mem, holder: "holder"}, &Config{Wait: time.Hour})
+	e, call, _ := heldElsewhere(t, &settlingStore{Store: mem, holder: "holder"}, mem, "early-settle", "holder")
 	e.poll = time.Hour
-	if err := e.Register(tool); err != nil {
-		t.Fatal(err)
-	}
-	call := Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"early-settle"}`)}
-	key, err := tool.Key("run", call, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	now := time.Now()
-	if _, err := mem.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run", Owner: "holder",
-		LeaseUntil: now.Add(time.Hour), ExpiresAt: now.Add(2 * time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
 	waited := make(chan Result, 1)
 	go func() {
 		r, _ := e.Execute(ctx, "run", call)

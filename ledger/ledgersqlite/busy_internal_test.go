@@ -11,6 +11,30 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 )
 
+// holdWriteLock switches the file at path to WAL and holds its write lock
+// on a connection of its own until the test ends (or the connection's
+// transaction is ended).
+func holdWriteLock(t *testing.T, path string) *sql.Conn {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for _, q := range []string{"PRAGMA journal_mode = WAL", "BEGIN IMMEDIATE"} {
+		if _, err := c.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
 // An Open that meets SQLITE_BUSY while it migrates (here: the write lock
 // held by another connection past the busy timeout; between processes
 // opening a new file together, also a busy that SQLite's handler never
@@ -19,22 +43,7 @@ import (
 func TestOpenRetriesBusyMigration(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "busy.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	holder, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	if _, err := holder.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := holder.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdWriteLock(t, path)
 	// The lock is released when the first retry is due: the first
 	// migration has certainly failed with SQLITE_BUSY by then.
 	retries := 0
@@ -67,29 +76,13 @@ func TestRetryBusy(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "locked.db")
+	holdWriteLock(t, path)
 	db, err := sql.Open("sqlite", path+"?_busy_timeout=0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	db.SetMaxOpenConns(2)
-	a, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if _, err := a.ExecContext(ctx, "PRAGMA journal_mode = WAL"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
-	b, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	_, busy := b.ExecContext(ctx, "BEGIN IMMEDIATE")
+	_, busy := db.ExecContext(ctx, "BEGIN IMMEDIATE")
 	if !isBusy(busy) {
 		t.Fatalf("BEGIN IMMEDIATE under another's lock: %v, want SQLITE_BUSY", busy)
 	}
