@@ -7,9 +7,12 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 type refundInput struct {
@@ -234,4 +237,82 @@ func TestBindMisuse(t *testing.T) {
 	if err := inv.Bind(&ch); err == nil || errors.As(err, new(*client.InputError)) {
 		t.Errorf("an undecodable type is the program's error, not the input's: %v", err)
 	}
+}
+
+// A reconciler asked at a takeover and a tool run with Config.Disabled bind
+// the same normalized values as a tool run under a claim: the Executor
+// builds the bound input whenever it hands out an Invocation.
+func TestBindOutsideFirstRun(t *testing.T) {
+	t.Parallel()
+	type input struct {
+		PaymentIntent string `json:"paymentIntent"`
+		Amount        int64  `json:"amount"`
+	}
+	const raw = `{"paymentIntent": " pi_1 ", "amount": "1e3"}`
+	bindInto := func(inv client.Invocation) (input, error) {
+		var in input
+		err := inv.Bind(&in)
+		return in, err
+	}
+	newTool := func(runs *[]input) client.Tool {
+		return client.Tool{
+			Name:     "refund_order",
+			Identity: []client.Field{{Path: "paymentIntent", Norm: client.Trimmed}, {Path: "amount", Norm: client.Integer}},
+			Run: func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+				in, err := bindInto(inv)
+				if err != nil {
+					return client.Effect{}, err
+				}
+				*runs = append(*runs, in)
+				return client.Effect{Summary: "refunded"}, nil
+			},
+		}
+	}
+	want := input{PaymentIntent: "pi_1", Amount: 1000}
+
+	t.Run("disabled", func(t *testing.T) {
+		var runs []input
+		exec := client.New(ledgermem.New(nil), &client.Config{Disabled: true})
+		if err := exec.Register(newTool(&runs)); err != nil {
+			t.Fatal(err)
+		}
+		res, err := exec.Execute(context.Background(), "run-1", client.Call{Tool: "refund_order", Input: json.RawMessage(raw)})
+		if err != nil || res.Outcome != client.Executed || len(runs) != 1 || runs[0] != want {
+			t.Fatalf("%v %v %s: bound %+v, want %+v", res.Outcome, err, res.Text, runs, want)
+		}
+	})
+
+	t.Run("reconciler at takeover", func(t *testing.T) {
+		ctx := context.Background()
+		clock := ledgertest.NewClock(t0)
+		store := ledgermem.New(&ledgermem.Config{Clock: clock})
+		var runs, reconciled []input
+		tool := newTool(&runs)
+		tool.Reconciler = client.ReconcilerFunc(func(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
+			in, err := bindInto(inv)
+			if err != nil {
+				return client.Reconciliation{}, err
+			}
+			reconciled = append(reconciled, in)
+			return client.Reconciliation{Verdict: client.VerdictFound, Effect: client.Effect{Summary: "refunded before the crash"}}, nil
+		})
+		exec := client.New(store, &client.Config{Clock: clock})
+		if err := exec.Register(tool); err != nil {
+			t.Fatal(err)
+		}
+		key, err := tool.Key("run-1", client.Call{Input: json.RawMessage(raw)}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A worker claimed the action and crashed.
+		if _, err := store.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "refund_order", RunID: "run-1", Owner: "crashed",
+			LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Minute)
+		res, err := exec.Execute(ctx, "run-1", client.Call{Tool: "refund_order", Input: json.RawMessage(raw)})
+		if err != nil || res.Outcome != client.AlreadyDone || len(reconciled) != 1 || reconciled[0] != want || len(runs) != 0 {
+			t.Fatalf("%v %v %s: reconciler bound %+v, want %+v; runs %+v", res.Outcome, err, res.Text, reconciled, want, runs)
+		}
+	})
 }

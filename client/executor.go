@@ -263,7 +263,13 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 		r   Result
 		err error
 	}
-	v, _, shared := e.group.Do(id.key+"|"+id.fingerprint, func() (any, error) {
+	// Calls merge when they share the action key and the validated
+	// fields: a call that differs in those is answered Conflict.
+	flight := id.key
+	if id.fingerprint != "" {
+		flight += "|" + id.fingerprint
+	}
+	v, _, shared := e.group.Do(flight, func() (any, error) {
 		r, err := e.execute(ctx, t, id, runID, call)
 		return answer{r, err}, nil
 	})
@@ -271,7 +277,9 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 	if shared {
 		e.n.merged.Add(1)
 		a.r.Shared = true
-		e.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "idemkit merge", e.callAttrs(t, runID, id.key, a.r.Attempt, call)...)
+		if l := e.cfg.Logger; l.Enabled(ctx, slog.LevelDebug) {
+			l.LogAttrs(ctx, slog.LevelDebug, "idemkit merge", e.callAttrs(t, runID, id.key, a.r.Attempt, call)...)
+		}
 	}
 	return a.r, a.err
 }
@@ -288,7 +296,7 @@ func (e *Executor) callAttrs(t *Tool, runID, key string, attempt int, call Call)
 // direct runs a tool without the ledger (Config.Disabled).
 func (e *Executor) direct(ctx context.Context, t *Tool, id identity, runID string, call Call) Result {
 	r := &run{e: e, t: t, id: id, inv: Invocation{
-		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key,
+		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key, args: id.args(),
 		Attempt: 1, DownstreamKey: DownstreamKey(id.key, 1), AttemptAt: e.cfg.Clock.Now(),
 	}}
 	eff, err := r.runTool(ctx)
@@ -357,15 +365,21 @@ type run struct {
 
 func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID string, call Call) (Result, error) {
 	r := &run{e: e, t: t, id: id, inv: Invocation{
-		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key, args: id.args,
+		Tool: t.Name, RunID: runID, CallID: call.ID, Input: call.Input, Key: id.key,
 	}}
-	start := e.cfg.Clock.Now()
+	// The call's event, and the clock read for its latency, only when
+	// the logger takes Info.
+	logged := e.cfg.Logger.Enabled(ctx, slog.LevelInfo)
+	var start time.Time
+	if logged {
+		start = e.cfg.Clock.Now()
+	}
 	res, err := r.do(ctx)
+	if !logged {
+		return res, err
+	}
 	if res.Attempt != 0 {
 		r.inv.Attempt = res.Attempt
-	}
-	if !e.cfg.Logger.Enabled(ctx, slog.LevelInfo) {
-		return res, err
 	}
 	attrs := []slog.Attr{slog.String("outcome", res.Outcome.String()), slog.Duration("latency", e.cfg.Clock.Now().Sub(start))}
 	if err != nil {
@@ -463,6 +477,7 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 	r.inv.Attempt = cr.Attempt
 	r.inv.DownstreamKey = DownstreamKey(r.id.key, cr.Attempt)
 	r.inv.AttemptAt = r.claimedAt
+	r.inv.args = r.id.args() // built only now: a replay never binds
 	s := func() settle {
 		f := r.fence(ctx)
 		defer f.stop() // also when the tool exits its goroutine
@@ -797,7 +812,7 @@ func (r *run) doneResult(outcome Outcome, summary, ref string, payload []byte) R
 	if outcome == Executed {
 		res.Text = "Done: " + summary
 	} else {
-		res.Text = fmt.Sprintf("Already done %s: %s. Do not repeat it.", r.earlier(), summary)
+		res.Text = "Already done " + r.earlier() + ": " + summary + ". Do not repeat it."
 	}
 	return res
 }
@@ -922,7 +937,7 @@ func (r *run) conflict(prev *ledger.Record) Result {
 	}
 	return Result{Outcome: Conflict, IsError: true, Key: r.id.key, Attempt: prev.Attempt,
 		Summary: prev.Summary, Ref: prev.Ref,
-		Text: fmt.Sprintf("A %s for %s was already %s with different %s. Not repeated.", r.t.Name, r.id.described, what, fields)}
+		Text: fmt.Sprintf("A %s for %s was already %s with different %s. Not repeated.", r.t.Name, r.id.described(r.t), what, fields)}
 }
 
 // waitSettled waits for up to Config.Wait while another caller holds the

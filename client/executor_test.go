@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,6 +157,62 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	}
 	if m := f.exec.Stats().Merged; m != n {
 		t.Errorf("%d calls merged in process, want %d", m, n)
+	}
+}
+
+// In-process merging follows the action: with no validated fields as with
+// some, identical calls merge and calls of other actions run beside them.
+func TestMergeFollowsTheAction(t *testing.T) {
+	t.Parallel()
+	for _, validated := range [][]client.Field{nil, {{Path: "channel"}}} {
+		var runs atomic.Int64
+		release := make(chan struct{})
+		tool := counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			if bytes.Contains(inv.Input, []byte(`"1"`)) {
+				<-release
+			}
+			return client.Effect{Summary: "sent"}, nil
+		})
+		tool.Validated = validated
+		f := newFixture(t, nil, tool)
+		results := make(chan client.Result, 3)
+		call := func(ticket string) {
+			r, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"` + ticket + `"}`)})
+			if err != nil {
+				t.Error(err)
+			}
+			results <- r
+		}
+		go call("1")
+		for runs.Load() == 0 { // ticket 1 holds its flight
+			runtime.Gosched()
+		}
+		// Another action runs at once, beside the one in flight.
+		go call("2")
+		for other := false; !other; {
+			select {
+			case r := <-results:
+				if r.Outcome != client.Executed || r.Shared || runs.Load() != 2 {
+					t.Fatalf("validated %v: other action %+v, runs %d", validated, r, runs.Load())
+				}
+				other = true
+			default:
+				if mergeWaiters("client_test.TestMergeFollowsTheAction") > 0 {
+					close(release)
+					t.Fatalf("validated %v: another action waited on the one in flight", validated)
+				}
+				runtime.Gosched()
+			}
+		}
+		// The same action merges into it.
+		go call("1")
+		for mergeWaiters("client_test.TestMergeFollowsTheAction") == 0 {
+			runtime.Gosched()
+		}
+		close(release)
+		if a, b := <-results, <-results; !a.Shared || !b.Shared || a.Key != b.Key || runs.Load() != 2 {
+			t.Errorf("validated %v: %+v %+v, runs %d", validated, a, b, runs.Load())
+		}
 	}
 }
 
@@ -483,6 +540,25 @@ func TestInProgressResolvesWhileWaiting(t *testing.T) {
 	wantOutcome(t, r, client.AlreadyDone, "sent once")
 	if runs.Load() != 1 {
 		t.Fatalf("runs %d", runs.Load())
+	}
+}
+
+// A conflict names the action by its identity fields as they were hashed,
+// in their declared order, whatever their type; the validated fields are
+// not part of that name.
+func TestConflictDescribesIdentity(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	tool := counted("refund", &runs, nil)
+	tool.Identity = []client.Field{{Path: "orderId", Norm: client.Integer}, {Path: "amount"}, {Path: "express"}, {Path: "customer.handle", Norm: client.CaseFolded}}
+	tool.Validated = []client.Field{{Path: "channel"}, {Path: "note"}}
+	f := newFixture(t, nil, tool)
+	wantOutcome(t, f.call(t, "run", "refund", `{"orderId":"0042","amount":10.0,"express":true,"customer":{"handle":" Ada "},"channel":"email"}`),
+		client.Executed, "Done")
+	r := f.call(t, "run", "refund", `{"orderId":42,"amount":10.0,"express":true,"customer":{"handle":"ADA"},"channel":"sms","note":"n"}`)
+	want := "A refund for orderId 42, amount 10.0, express true, customer.handle ada was already done with different channel or note. Not repeated."
+	if r.Outcome != client.Conflict || r.Text != want {
+		t.Fatalf("%v %q, want Conflict %q", r.Outcome, r.Text, want)
 	}
 }
 

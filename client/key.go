@@ -32,11 +32,48 @@ func Canonicalize(doc []byte) ([]byte, error) {
 type identity struct {
 	key         string
 	fingerprint string
-	// described is "orderId 123, amount 10" for model-facing text.
-	described string
-	// args is the parsed input with every identity and validated field
-	// replaced by its normalized value, for Invocation.Bind.
-	args map[string]any
+	// input is the parsed input, as the model sent it.
+	input map[string]any
+	// hashed holds the hashed value of every identity field, then of
+	// every present validated field, in the order of their declaration.
+	// The texts and the bound input that need them are built from it only
+	// when a call needs them (described, args).
+	hashed []hashedField
+}
+
+// hashedField is a field and the value that was hashed for it.
+type hashedField struct {
+	field Field
+	value any
+}
+
+// described returns "orderId 123, amount 10", the hashed values of t's
+// identity fields, for model-facing text.
+func (id *identity) described(t *Tool) string {
+	var desc strings.Builder
+	for i, h := range id.hashed[:len(t.Identity)] {
+		if i > 0 {
+			desc.WriteString(", ")
+		}
+		desc.WriteString(h.field.Path)
+		desc.WriteByte(' ')
+		if s, ok := h.value.(string); ok {
+			desc.WriteString(s)
+		} else {
+			fmt.Fprint(&desc, h.value)
+		}
+	}
+	return desc.String()
+}
+
+// args returns the parsed input with every identity and validated field
+// replaced by its bound value (bindValue), for Invocation.Bind. It
+// changes the input in place; calling it again changes nothing more.
+func (id *identity) args() map[string]any {
+	for _, h := range id.hashed {
+		setPath(id.input, h.field.Path, bindValue(h.field, h.value))
+	}
+	return id.input
 }
 
 // ParseInput decodes a call's input: a JSON object of at most maxBytes
@@ -58,8 +95,12 @@ func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
 	// The decoder's own duplicate check is off: the name set of
 	// parser.object finds every duplicate it would, and one set per object
 	// is enough.
+	//
+	// The decoder reads a bytes.Buffer in place, without copying the
+	// input; both are emptied before the parser goes back to the pool,
+	// which so keeps neither the input nor a copy of it.
 	p := parsers.Get().(*parser)
-	p.in.Reset(input)
+	p.in = *bytes.NewBuffer(input)
 	p.dec.Reset(&p.in, jsontext.AllowDuplicateNames(true))
 	v, err := p.value()
 	if err == nil {
@@ -67,7 +108,7 @@ func ParseInput(input []byte, maxBytes int) (map[string]any, error) {
 			err = errors.New("data after the top-level value")
 		}
 	}
-	p.in.Reset(nil)
+	p.in = bytes.Buffer{}
 	p.dec.Reset(&p.in)
 	parsers.Put(p)
 	if err != nil {
@@ -100,7 +141,7 @@ func invalidJSON(err error) *InputError {
 // parser builds the decoded value of an input from the tokens of a strict
 // jsontext.Decoder, which refuses invalid UTF-8 and lone surrogates.
 type parser struct {
-	in  bytes.Reader
+	in  bytes.Buffer
 	dec jsontext.Decoder
 }
 
@@ -310,59 +351,47 @@ func bindValue(f Field, v any) any {
 
 // setPath replaces the value at a dotted path that lookup found.
 func setPath(obj map[string]any, path string, v any) {
-	parts := strings.Split(path, ".")
-	for _, part := range parts[:len(parts)-1] {
-		obj = obj[part].(map[string]any)
+	for {
+		part, rest, nested := strings.Cut(path, ".")
+		if !nested {
+			obj[part] = v
+			return
+		}
+		obj, path = obj[part].(map[string]any), rest
 	}
-	obj[parts[len(parts)-1]] = v
-}
-
-// binding is a field's bound value at its path.
-type binding struct {
-	path  string
-	value any
 }
 
 // hashFields returns the hex sha256 of the canonical JSON of
-// [prefix..., [[path, value], ...]] and a human description of the fields,
-// and appends the bound value of every present field to *bound.
-func hashFields(prefix []string, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) (string, string, error) {
+// [prefix..., [[path, value], ...]], and appends every present field and
+// its hashed value to *hashed.
+func hashFields(prefix []string, tool string, obj map[string]any, fields []Field, required bool, hashed *[]hashedField) (string, error) {
 	var buf [256]byte
-	canon, desc, err := canonicalFields(buf[:0], prefix, tool, obj, fields, required, bound)
+	canon, err := canonicalFields(buf[:0], prefix, tool, obj, fields, required, hashed)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
 	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), desc, nil
+	var hexSum [2 * sha256.Size]byte
+	hex.Encode(hexSum[:], sum[:])
+	return string(hexSum[:]), nil
 }
 
 // canonicalFields appends the canonical JSON that hashFields hashes to b.
-func canonicalFields(b []byte, prefix []string, tool string, obj map[string]any, fields []Field, required bool, bound *[]binding) ([]byte, string, error) {
+func canonicalFields(b []byte, prefix []string, tool string, obj map[string]any, fields []Field, required bool, hashed *[]hashedField) ([]byte, error) {
 	paths := make([]string, len(fields))
 	values := make([]any, len(fields))
-	var desc strings.Builder
 	for i, f := range fields {
 		v, present, err := fieldValue(tool, obj, f, required)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		paths[i], values[i] = f.Path, v
 		if present {
-			*bound = append(*bound, binding{f.Path, bindValue(f, v)})
-		}
-		if i > 0 {
-			desc.WriteString(", ")
-		}
-		desc.WriteString(f.Path)
-		desc.WriteByte(' ')
-		if s, ok := v.(string); ok {
-			desc.WriteString(s)
-		} else {
-			fmt.Fprint(&desc, v)
+			*hashed = append(*hashed, hashedField{f, v})
 		}
 	}
 	if canon, ok := appendIdentity(b, prefix, paths, values); ok {
-		return canon, desc.String(), nil
+		return canon, nil
 	}
 	// A value from a custom Normalizer that the direct encoder does not
 	// handle: canonicalize through encoding/json.
@@ -376,13 +405,13 @@ func canonicalFields(b []byte, prefix []string, tool string, obj map[string]any,
 	}
 	js, err := json.Marshal(append(doc, pairs))
 	if err != nil {
-		return nil, "", &InputError{Tool: tool, Err: ErrFieldType, Msg: err.Error()}
+		return nil, &InputError{Tool: tool, Err: ErrFieldType, Msg: err.Error()}
 	}
 	canon, err := jcs.Transform(js)
 	if err != nil {
-		return nil, "", &InputError{Tool: tool, Err: ErrFieldType, Msg: "cannot canonicalize: " + err.Error()}
+		return nil, &InputError{Tool: tool, Err: ErrFieldType, Msg: "cannot canonicalize: " + err.Error()}
 	}
-	return append(b, canon...), desc.String(), nil
+	return append(b, canon...), nil
 }
 
 // scopeOf returns the scope element of the key.
@@ -421,9 +450,8 @@ func (t *Tool) CanonicalIdentity(runID string, call Call, maxInputBytes int) ([]
 	if err != nil {
 		return nil, err
 	}
-	var bound []binding
-	canon, _, err := canonicalFields(nil, []string{scope, t.Name}, t.Name, obj, t.Identity, true, &bound)
-	return canon, err
+	var hashed []hashedField
+	return canonicalFields(nil, []string{scope, t.Name}, t.Name, obj, t.Identity, true, &hashed)
 }
 
 // parse decodes a call's input and resolves the key's scope.
@@ -445,19 +473,14 @@ func (t *Tool) identify(runID string, call Call, maxInputBytes int) (identity, e
 	if err != nil {
 		return identity{}, err
 	}
-	var id identity
-	var bound []binding
-	if id.key, id.described, err = hashFields([]string{scope, t.Name}, t.Name, obj, t.Identity, true, &bound); err != nil {
+	id := identity{input: obj, hashed: make([]hashedField, 0, len(t.Identity)+len(t.Validated))}
+	if id.key, err = hashFields([]string{scope, t.Name}, t.Name, obj, t.Identity, true, &id.hashed); err != nil {
 		return identity{}, err
 	}
 	if len(t.Validated) > 0 {
-		if id.fingerprint, _, err = hashFields([]string{t.Name}, t.Name, obj, t.Validated, false, &bound); err != nil {
+		if id.fingerprint, err = hashFields([]string{t.Name}, t.Name, obj, t.Validated, false, &id.hashed); err != nil {
 			return identity{}, err
 		}
 	}
-	for _, b := range bound {
-		setPath(obj, b.path, b.value)
-	}
-	id.args = obj
 	return id, nil
 }

@@ -296,7 +296,7 @@ func FuzzKey(f *testing.F) {
 		}
 		// What the tool binds is what the key was made of: as an input, it
 		// gives the same key and fingerprint.
-		bound, err := json.Marshal(id.args)
+		bound, err := json.Marshal(id.args())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -714,6 +714,37 @@ func TestKeyStable(t *testing.T) {
 	} {
 		if got := key(t, tool, "run-1", in); got != want {
 			t.Errorf("%s: key %s, want %s", in, got, want)
+		}
+	}
+}
+
+// The message of invalid input says where it is broken, the same for every
+// input however the previous one, parsed by the same pooled decoder, ended.
+func TestParseInputMessages(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ in, msg string }{
+		{`{"ticketId":1`, "invalid JSON: unexpected EOF at byte 13"},
+		{`{"ticketId":1,`, "invalid JSON: unexpected EOF at byte 14"},
+		{`{"ticketId":1} {}`, "invalid JSON: data after the top-level value"},
+		{"  {\"a\":1}\n x", "invalid JSON: data after the top-level value"},
+		{`{"ticketId" 1}`, "invalid JSON: invalid character '1' after object name (expecting ':') at byte 12"},
+		{`{"a":[1,2,}`, "invalid JSON: invalid character ',' at start of value at byte 9"},
+		{`{"a":tru}`, "invalid JSON: invalid character '}' in literal true (expecting 'e') at byte 8"},
+		{`{"a":"` + "\xff" + `"}`, "invalid JSON: invalid UTF-8 at byte 6"},
+		{`{"a":"\ud800"}`, "invalid JSON: invalid surrogate pair `\\ud800\"}` in string at byte 6"},
+		{`{"a":"` + "\uFDD0" + `"}`, "invalid JSON: the Unicode noncharacter U+FDD0"},
+		{`{"a":1,"A":2}`, `keys "a" and "A" in one JSON object differ only in case or Unicode normalization`},
+		{`{"a":{"b":1,"b":2}}`, `duplicate key "b" in a JSON object`},
+		{``, "invalid JSON: unexpected EOF"},
+	}
+	for _, c := range cases {
+		_, err := ParseInput([]byte(c.in), 0)
+		var ie *InputError
+		if !errors.As(err, &ie) || ie.Msg != c.msg {
+			t.Errorf("%q: got %v, want %q", c.in, err, c.msg)
+		}
+		if obj, err := ParseInput([]byte(`{"ticketId":"7"}`), 0); err != nil || len(obj) != 1 || obj["ticketId"] != "7" {
+			t.Errorf("after %q: %v %v", c.in, obj, err)
 		}
 	}
 }

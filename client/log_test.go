@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,11 @@ func TestLogWarnings(t *testing.T) {
 	if ev := find(evs, "idemkit fenced write"); ev == nil || ev["level"] != "WARN" || ev["write"] != "failed" {
 		t.Errorf("no fenced write warning: %s", buf.String())
 	}
+	// The call's latency is read from the Executor's clock, which only the
+	// tool moved.
+	if ev := find(evs, "idemkit call"); ev == nil || ev["latency"] != float64(3*f.lease()) {
+		t.Errorf("call event %v, want a latency of %v", ev, 3*f.lease())
+	}
 }
 
 // lease is the fixture's lease (the default).
@@ -145,6 +151,61 @@ func TestDisabled(t *testing.T) {
 		}
 		if warnings != 3 {
 			t.Errorf("env %v: %d DISABLED warnings, want one at New and one per call: %s", viaEnv, warnings, buf.String())
+		}
+	}
+}
+
+// Calls merged in process are logged at Debug, each with the attributes
+// of every event of a call, and not at all above Debug.
+func TestLogMerge(t *testing.T) {
+	t.Parallel()
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		var buf bytes.Buffer
+		var runs atomic.Int64
+		release := make(chan struct{})
+		tool := counted("send_reply", &runs, func(context.Context, client.Invocation) (client.Effect, error) {
+			<-release
+			return client.Effect{Summary: "sent", Ref: "msg_1"}, nil
+		})
+		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: level}))
+		f := newFixture(t, &client.Config{Logger: logger}, tool)
+		results := make(chan client.Result, 2)
+		call := func() {
+			r, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"7"}`)})
+			if err != nil {
+				t.Error(err)
+			}
+			results <- r
+		}
+		go call()
+		for runs.Load() == 0 { // the first call holds the flight
+			runtime.Gosched()
+		}
+		go call()
+		for mergeWaiters("client_test.TestLogMerge") == 0 {
+			runtime.Gosched()
+		}
+		close(release)
+		first, second := <-results, <-results
+		if !first.Shared || !second.Shared || runs.Load() != 1 {
+			t.Fatalf("%v: not merged: %+v %+v, runs %d", level, first, second, runs.Load())
+		}
+		var merges []map[string]any
+		for _, ev := range events(t, &buf) {
+			if ev["msg"] == "idemkit merge" {
+				merges = append(merges, ev)
+			}
+		}
+		switch {
+		case level > slog.LevelDebug && len(merges) != 0:
+			t.Errorf("%v: merge logged: %v", level, merges)
+		case level == slog.LevelDebug && len(merges) != 2: // both calls share the Result
+			t.Errorf("%v: merge events %v, want one per call", level, merges)
+		}
+		for _, ev := range merges {
+			if ev["level"] != "DEBUG" || ev["tool"] != "send_reply" || ev["run"] != "run" || ev["key"] != first.Key || ev["attempt"] != 1.0 {
+				t.Errorf("%v: merge event %v", level, ev)
+			}
 		}
 	}
 }

@@ -38,7 +38,7 @@ var errNotScalarText = errors.New("want a string or a number")
 var String Normalizer = NormalizerFunc(func(v any) (any, error) {
 	switch x := v.(type) {
 	case string:
-		return x, nil
+		return v, nil // v holds the string already: no new interface value to allocate
 	case json.Number:
 		return x.String(), nil
 	case bool:
