@@ -13,7 +13,7 @@ import (
 )
 
 // Fresh actions (a claim and a completion) written at once by many
-// goroutines of one process through one Store with synchronous=FULL, beside
+// goroutines of one process through one Store with SyncFull, beside
 // the raw single-caller floors measured in the same run: the two statements
 // on one connection with synchronous=FULL and with NORMAL. ns/op is the
 // time per action in every sub-benchmark, so their ratios compare directly.
@@ -56,6 +56,7 @@ func BenchmarkConcurrentFresh(b *testing.B) {
 			defer func() {
 				st := s.Stats()
 				b.ReportMetric(float64(st.Writes)/float64(max(st.Commits, 1)), "writes/commit")
+				b.ReportMetric(float64(st.Writes)/float64(max(st.Syncs, 1)), "writes/sync")
 			}()
 			if callers == 1 {
 				for b.Loop() {

@@ -43,23 +43,37 @@
 // goroutine. Writes that arrive while a commit is running queue; when it
 // ends, a goroutine takes all of them (up to 256) into the next
 // transaction: one BEGIN IMMEDIATE, their statements in arrival order, one
-// COMMIT, one disk sync. Each write keeps its own answer: a claim that loses to another
+// COMMIT. Each write keeps its own answer: a claim that loses to another
 // claim of the same key in its batch is answered with the winner's record,
 // a write of the wrong owner with ledger.ErrNotOwner. A statement or a
 // commit that fails rolls the whole batch back and every write in it
-// reports ledger.ErrUnavailable. Nobody is answered before the commit that
-// holds their write has returned, so every answered write is as durable
-// as the sync mode makes it. Stats reports writes and commits.
+// reports ledger.ErrUnavailable. Stats reports writes, commits and syncs.
 //
 // # Durability
 //
-// PRAGMA synchronous is FULL by default: every commit is synced to disk
-// before the write returns. SyncNormal syncs the WAL only at checkpoints,
-// which is faster but, after a power loss or an operating-system crash (not
-// after a crash of the process), can lose the last commits. A lost claim or
-// a lost done record means the action can run again: a repeated effect.
-// Choose SyncNormal only where the providers deduplicate by the downstream
-// key themselves, or where a repeat is acceptable.
+// By default (SyncFull) no write is answered before the disk has synced
+// the commit that holds it. SQLite appends every commit to the WAL file;
+// the store runs SQLite with PRAGMA synchronous=NORMAL (it syncs only at
+// checkpoints) and syncs the WAL itself (fdatasync) after each commit,
+// outside the write lock: one sync covers every commit made before it
+// began, and while a commit waits for its sync the next batch runs its
+// statements in an open transaction, taking in the writes that arrive,
+// and commits when that sync ends. So the disk syncs one batch while the
+// next one runs, and there is one commit and one sync per batch. This is
+// the durability of synchronous=FULL, which would sync inside COMMIT while
+// holding the lock. A commit is visible to readers a moment before it is
+// durable; a reader acts on what it sees only by a claim of its own, whose
+// sync covers everything before it, and a done record it reports was
+// written after the effect. A sync that fails fails its writes and every
+// later call (ledger.ErrUnavailable): which commits reached the disk is
+// unknown, and a later sync may not report the failure again.
+//
+// SyncNormal leaves out the store's sync: faster, but after a power loss or
+// an operating-system crash (not after a crash of the process) the last
+// commits can be lost. A lost claim or a lost done record means the action
+// can run again: a repeated effect. Choose SyncNormal only where the
+// providers deduplicate by the downstream key themselves, or where a
+// repeat is acceptable.
 //
 // # A removed or replaced file
 //
@@ -161,7 +175,9 @@ const DefaultListLimit = 1000
 type Synchronous int
 
 const (
-	// SyncFull syncs every commit (PRAGMA synchronous=FULL). The default.
+	// SyncFull syncs every commit before its writes are answered, as PRAGMA
+	// synchronous=FULL does, but outside the write lock (see Durability).
+	// The default.
 	SyncFull Synchronous = iota
 	// SyncNormal syncs at WAL checkpoints only (PRAGMA synchronous=NORMAL):
 	// a power loss can lose the last commits; a process crash cannot.
@@ -191,7 +207,8 @@ type Store struct {
 	replaced atomic.Bool // the file at path is no longer ident
 
 	closed atomic.Bool
-	wr     *writer // group commit; nil until Open has prepared it
+	wr     *writer  // group commit; nil until Open has prepared it
+	wal    *os.File // the write-ahead log, opened by the first syncWAL
 
 	claim, complete, fail, extend *sql.Stmt // on wr.conn
 	blocker, get                  *sql.Stmt // on r
@@ -341,13 +358,11 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 	if err := checkPath(abs); err != nil {
 		return nil, err
 	}
-	sync := "FULL"
-	if c.Synchronous == SyncNormal {
-		sync = "NORMAL"
-	}
 	// A file: URI, so that any path survives: SQLite decodes %XX escapes.
+	// SQLite itself syncs at checkpoints only (NORMAL); with SyncFull the
+	// writer syncs the log after every commit (see Durability).
 	dsn := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(abs)) +
-		"?_busy_timeout=" + strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10) + "&_synchronous=" + sync
+		"?_busy_timeout=" + strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10) + "&_synchronous=NORMAL"
 
 	s := &Store{clock: c.Clock, path: abs}
 	if s.w, err = sql.Open("sqlite", dsn); err != nil {
@@ -380,7 +395,11 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		s.Close()
 		return nil, s.unavailable("open", err)
 	}
-	wr := &writer{conn: conn, verify: s.verify, failed: s.unavailable}
+	var syncer func() error
+	if c.Synchronous == SyncFull {
+		syncer = s.syncWAL
+	}
+	wr := newWriter(conn, s.verify, syncer, s.unavailable)
 	type preparer interface {
 		PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 	}
@@ -535,12 +554,34 @@ func (s *Store) openError(err error) error {
 	return fmt.Errorf("ledgersqlite: open %s: %w: %w", s.path, ledger.ErrUnavailable, err)
 }
 
-// refused returns ErrFileReplaced once a write found the file replaced.
+// refused returns ErrFileReplaced once a write found the file replaced,
+// and the error of a failed sync once one failed.
 func (s *Store) refused() error {
 	if s.replaced.Load() {
 		return s.replacedError()
 	}
+	if s.wr != nil {
+		if err := s.wr.broken.Load(); err != nil {
+			return *err
+		}
+	}
 	return nil
+}
+
+// syncWAL makes every commit so far durable: it syncs the write-ahead log,
+// where SQLite in WAL mode appends each commit (checkpoints, which copy the
+// log into the database file, sync both files themselves).
+func (s *Store) syncWAL() error {
+	if s.wal == nil {
+		// The log exists from the first commit on, and while any connection
+		// to the file is open (the writer's is) nobody removes it.
+		f, err := os.Open(s.path + "-wal")
+		if err != nil {
+			return err
+		}
+		s.wal = f
+	}
+	return syncData(s.wal)
 }
 
 // verify checks, after a write, that the file at the path is still the one
@@ -581,6 +622,9 @@ func (s *Store) Close() error {
 	}
 	if s.wr != nil {
 		errs = append(errs, s.wr.conn.Close())
+	}
+	if s.wal != nil {
+		errs = append(errs, s.wal.Close())
 	}
 	for _, db := range []*sql.DB{s.w, s.r} {
 		if db != nil {

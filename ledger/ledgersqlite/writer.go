@@ -28,33 +28,74 @@ type op struct {
 	done chan error // buffered: the committer never waits for the caller
 }
 
-// Stats counts the writes of a Store and the commits that made them
-// durable: Writes/Commits is the mean batch size of group commit.
+// Stats counts the writes of a Store, the commits that made them, and the
+// disk syncs that made those durable (none with SyncNormal):
+// Writes/Commits is the mean batch size of group commit, Commits/Syncs the
+// mean number of commits one sync covered.
 type Stats struct {
 	Writes  uint64
 	Commits uint64
+	Syncs   uint64
 }
 
 // writer is the group commit of one Store: whoever commits owns the
 // writing connection. A write that finds nobody committing commits at
-// once, on its caller's goroutine, alone: a single caller never waits for
+// once, on its caller's goroutine: a single caller never waits for
 // company or for a hand-over. Writes that arrive while a commit is running
 // queue; when it ends, the committer starts a goroutine that takes every
-// queued write into one transaction (one disk sync for all), and so on
-// until the queue is empty.
+// queued write into one transaction, and so on until the queue is empty.
+//
+// With sync set (SyncFull), SQLite does not sync at commit; a commit is
+// durable once sync has returned after it, and nobody is answered before.
+// A committer syncs after handing the connection over, and one sync covers
+// every commit made before it began. While a commit still waits for its
+// sync, the next batch does not commit: it runs its statements in an open
+// transaction, taking in the writes that arrive, and commits when the sync
+// ends. So the disk syncs one batch while the next one runs, and there is
+// one commit per sync, whatever the number of callers.
 type writer struct {
 	conn    *sql.Conn
 	verify  func() error
 	failed  func(op string, err error) error
+	sync    func() error // makes every commit so far durable; nil: SQLite does
 	writes  atomic.Uint64
 	commits atomic.Uint64
+	syncs   atomic.Uint64
 	running atomic.Int64 // writes in the batch being committed
 
 	mu         sync.Mutex
 	queue      []*op
 	committing bool
 	closed     bool
-	active     sync.WaitGroup // while committing
+	active     sync.WaitGroup // leaders: committing, or syncing and answering
+
+	// wake (capacity 1) tells a committer waiting in an open transaction
+	// that a write was queued or a sync ended.
+	wake chan struct{}
+
+	// Durability: commits are numbered in the order they were made; durable
+	// is the highest number a finished sync covers.
+	smu       sync.Mutex
+	synced    *sync.Cond // on smu: a sync ended
+	committed uint64
+	durable   uint64
+	syncing   bool
+	broken    atomic.Pointer[error] // a sync failed, or the file was replaced: every later write fails
+}
+
+// newWriter returns the group commit of conn; see writer for syncer.
+func newWriter(conn *sql.Conn, verify, syncer func() error, failed func(op string, err error) error) *writer {
+	w := &writer{conn: conn, verify: verify, sync: syncer, failed: failed, wake: make(chan struct{}, 1)}
+	w.synced = sync.NewCond(&w.smu)
+	return w
+}
+
+// poke wakes a committer waiting in an open transaction, if there is one.
+func (w *writer) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
 }
 
 // submit runs a write and returns its answer.
@@ -64,9 +105,14 @@ func (w *writer) submit(o *op) error {
 		w.mu.Unlock()
 		return errClosed
 	}
+	if err := w.broken.Load(); err != nil {
+		w.mu.Unlock()
+		return *err
+	}
 	w.queue = append(w.queue, o)
 	if w.committing {
 		w.mu.Unlock()
+		w.poke()
 		select {
 		case err := <-o.done:
 			return err
@@ -83,96 +129,180 @@ func (w *writer) submit(o *op) error {
 }
 
 // lead commits the queued writes, then hands the queue over to a new
-// goroutine if more arrived meanwhile, or stops committing.
+// goroutine if more arrived meanwhile, or stops committing; then it waits
+// until its commit is durable and answers its writes.
 func (w *writer) lead() {
+	defer w.active.Done()
+	batch, answers, seq := w.commit()
+
 	w.mu.Lock()
-	n := min(len(w.queue), maxBatch)
-	batch := append([]*op(nil), w.queue[:n]...)
-	w.queue = append(w.queue[:0], w.queue[n:]...)
+	if len(w.queue) > 0 {
+		w.active.Add(1)
+		go w.lead()
+	} else {
+		w.committing = false
+	}
 	w.mu.Unlock()
+	if answers == nil {
+		return // answered already: nothing was committed
+	}
+	err := w.waitDurable(seq)
+	for i, o := range batch {
+		if err != nil {
+			o.done <- err
+		} else {
+			o.done <- answers[i]
+		}
+	}
+}
 
-	w.commit(batch)
-
+// take moves up to n queued writes into batch; a write whose caller has
+// given up is answered instead.
+func (w *writer) take(batch []*op, n int) []*op {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.queue) > 0 {
-		go w.lead()
-		return
-	}
-	w.committing = false
-	w.active.Done()
-}
-
-// close refuses new writes and waits until the queued ones are committed.
-func (w *writer) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	w.active.Wait()
-}
-
-// commit runs the batch and answers every write in it. A failure of one
-// statement or of the commit rolls the whole batch back and is every
-// write's answer (ledger.ErrUnavailable); so is a file found replaced.
-func (w *writer) commit(batch []*op) {
-	live := batch[:0]
-	for _, o := range batch {
+	i := 0
+	for ; i < len(w.queue) && n > 0; i++ {
+		o := w.queue[i]
 		if err := o.ctx.Err(); err != nil {
 			o.done <- err
 			continue
 		}
-		live = append(live, o)
+		batch = append(batch, o)
+		n--
 	}
-	if len(live) == 0 {
-		return
+	w.queue = append(w.queue[:0], w.queue[i:]...)
+	return batch
+}
+
+// unsynced reports whether a commit waits for a sync that has not ended.
+func (w *writer) unsynced() bool {
+	if w.sync == nil || w.broken.Load() != nil {
+		return false
 	}
-	w.running.Store(int64(len(live)))
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	return w.committed > w.durable
+}
+
+// commit takes the queued writes and commits them; it returns the writes,
+// each one's answer and the number of the commit. A failure of one
+// statement or of the commit (which rolls the whole batch back:
+// ledger.ErrUnavailable for every write) and a file found replaced are
+// answered at once, and then commit returns nil answers.
+func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 	defer w.running.Store(0)
-	answers := make([]error, len(live))
+	batch = w.take(nil, maxBatch)
+	if len(batch) == 0 {
+		return nil, nil, 0
+	}
 	fail := func(name string, err error) {
-		for _, o := range live {
+		for _, o := range batch {
 			o.done <- w.failed(name, err)
 		}
 	}
-	if len(live) == 1 {
+	if len(batch) == 1 && !w.unsynced() {
 		// Alone, as a plain statement under its caller's context.
-		o := live[0]
-		if answers[0] = o.run(o.ctx); answers[0] != nil && !isAnswer(answers[0]) {
-			fail(o.name, answers[0])
-			return
+		o := batch[0]
+		w.running.Store(1)
+		err := o.run(o.ctx)
+		if err != nil && !isAnswer(err) {
+			fail(o.name, err)
+			return nil, nil, 0
 		}
+		answers = []error{err}
 	} else {
 		// Together: the statements run to the end whoever waits; a caller
 		// that gives up only stops waiting, as with a lost answer.
 		ctx := context.Background()
 		if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 			fail("begin", err)
-			return
+			return nil, nil, 0
 		}
-		for i, o := range live {
-			if answers[i] = o.run(ctx); answers[i] != nil && !isAnswer(answers[i]) {
-				_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
-				fail(o.name, answers[i])
-				return
+		for {
+			w.running.Store(int64(len(batch)))
+			for _, o := range batch[len(answers):] {
+				err := o.run(ctx)
+				if err != nil && !isAnswer(err) {
+					_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
+					fail(o.name, err)
+					return nil, nil, 0
+				}
+				answers = append(answers, err)
 			}
+			if len(batch) >= maxBatch || !w.unsynced() {
+				break
+			}
+			<-w.wake // a write queued, or the sync ended
+			batch = w.take(batch, maxBatch-len(batch))
 		}
 		if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
 			_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
 			fail("commit", err)
-			return
+			return nil, nil, 0
 		}
 	}
-	w.writes.Add(uint64(len(live)))
+	w.writes.Add(uint64(len(batch)))
 	w.commits.Add(1)
+	w.smu.Lock()
+	w.committed++
+	seq = w.committed
+	w.smu.Unlock()
 	if err := w.verify(); err != nil {
-		for _, o := range live {
+		// The store is refused from now on; nobody waits for this commit.
+		w.broken.Store(&err)
+		w.poke()
+		for _, o := range batch {
 			o.done <- err
 		}
-		return
+		return nil, nil, 0
 	}
-	for i, o := range live {
-		o.done <- answers[i]
+	return batch, answers, seq
+}
+
+// waitDurable returns once commit seq is durable: it syncs, or waits for
+// a sync that began after the commit. A failed sync leaves unknown which
+// commits reached the disk (and a later sync may not report the failure
+// again), so it fails every write from then on.
+func (w *writer) waitDurable(seq uint64) error {
+	if w.sync == nil {
+		return nil
 	}
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	for w.durable < seq {
+		if err := w.broken.Load(); err != nil {
+			return *err
+		}
+		if w.syncing {
+			w.synced.Wait()
+			continue
+		}
+		w.syncing = true
+		upto := w.committed
+		w.smu.Unlock()
+		err := w.sync()
+		w.smu.Lock()
+		w.syncing = false
+		w.syncs.Add(1)
+		if err != nil {
+			err = w.failed("sync", err)
+			w.broken.Store(&err)
+		} else {
+			w.durable = upto
+		}
+		w.synced.Broadcast()
+		w.poke()
+	}
+	return nil
+}
+
+// close refuses new writes and waits until the queued ones are answered.
+func (w *writer) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.active.Wait()
 }
 
 // isAnswer reports whether a write's error is its answer rather than a
@@ -195,5 +325,5 @@ func (s *Store) Stats() Stats {
 	if s.wr == nil {
 		return Stats{}
 	}
-	return Stats{Writes: s.wr.writes.Load(), Commits: s.wr.commits.Load()}
+	return Stats{Writes: s.wr.writes.Load(), Commits: s.wr.commits.Load(), Syncs: s.wr.syncs.Load()}
 }

@@ -1,0 +1,207 @@
+package ledgersqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// heldSync replaces the writer's sync of s (before any write) with one that
+// reports each call on entered and returns what release sends it; once the
+// test ends, syncs return at once.
+func heldSync(t *testing.T, s *Store) (entered chan struct{}, release chan error) {
+	entered, release = make(chan struct{}, 16), make(chan error)
+	ended := make(chan struct{})
+	t.Cleanup(func() { close(ended) }) // runs before the store's Close
+	s.wr.sync = func() error {
+		entered <- struct{}{}
+		select {
+		case err := <-release:
+			return err
+		case <-ended:
+			return nil
+		}
+	}
+	return entered, release
+}
+
+// pollUntil polls cond until it holds or a minute has passed.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testClaim(key string) ledger.ClaimParams {
+	now := time.Now()
+	return ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: "owner-" + key,
+		LeaseUntil: now.Add(time.Hour), Fingerprint: "fp", ExpiresAt: now.Add(24 * time.Hour)}
+}
+
+func openTemp(t *testing.T, cfg *Config) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "sync.db"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// A write is answered only once a sync that began after its commit has
+// returned; the writes that arrive while a sync runs wait in one open
+// transaction and commit together when it ends, so that one commit and
+// one sync serve them all.
+func TestAnsweredAfterSync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t, nil)
+	entered, release := heldSync(t, s)
+
+	// A claim given to the writer directly, so that its answer can be seen
+	// arrive.
+	p := testClaim("first")
+	first := &op{ctx: ctx, name: "claim", done: make(chan error, 1), run: func(ctx context.Context) error {
+		var attempt int
+		return s.claim.QueryRowContext(ctx, p.Key, p.Tool, p.RunID, p.Owner, p.LeaseUntil.UnixMilli(),
+			p.ExpiresAt.UnixMilli(), p.Fingerprint, time.Now().UnixMilli()).Scan(&attempt, new(string), new(string),
+			new(int64), new(int64), new(string), new(int), new(int64), new(string), new(int64), new(string), new(string))
+	}}
+	// As submit starts a commit, but with nobody taking the answer.
+	s.wr.mu.Lock()
+	s.wr.queue, s.wr.committing = append(s.wr.queue, first), true
+	s.wr.active.Add(1)
+	s.wr.mu.Unlock()
+	go s.wr.lead()
+	<-entered // committed alone, now syncing
+	if len(first.done) != 0 {
+		t.Fatal("the write was answered before the sync of its commit returned")
+	}
+	if st := s.Stats(); st.Commits != 1 || st.Syncs != 0 {
+		t.Fatalf("Stats while the first sync runs = %+v, want 1 commit, 0 syncs", st)
+	}
+
+	// Writes arriving during the sync run in an open transaction and wait.
+	const n = 5
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			res, err := s.Claim(ctx, testClaim(fmt.Sprintf("k%d", i)))
+			if err == nil && !res.Claimed {
+				err = fmt.Errorf("not claimed: %+v", res)
+			}
+			errs[i] = err
+		})
+	}
+	pollUntil(t, "the writes run in the open transaction", func() bool {
+		waiting, running := WriterQueue(s)
+		return waiting == 0 && running == n
+	})
+	if st := s.Stats(); st.Commits != 1 {
+		t.Fatalf("Stats = %+v: the batch committed while the sync of the last commit ran", st)
+	}
+	release <- nil // the first sync ends: first is answered, the batch commits
+	if err := <-first.done; err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	<-entered // the batch's sync
+	if st := s.Stats(); st.Commits != 2 || st.Writes != 1+n {
+		t.Fatalf("Stats = %+v, want %d writes in 2 commits", st, 1+n)
+	}
+	release <- nil
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("claim %d: %v", i, err)
+		}
+	}
+	if st := s.Stats(); st.Syncs != 2 {
+		t.Errorf("Stats = %+v, want 2 syncs", st)
+	}
+}
+
+// A lone caller's write commits and syncs at once: one commit and one
+// sync per write, with nothing held.
+func TestLoneWritesSyncEach(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t, nil)
+	for i := range 3 {
+		p := testClaim(fmt.Sprintf("k%d", i))
+		if _, err := s.Claim(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "done"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Writes != 6 || st.Commits != 6 || st.Syncs != 6 {
+		t.Errorf("Stats = %+v, want 6 writes, commits and syncs", st)
+	}
+	normal := openTemp(t, &Config{Synchronous: SyncNormal})
+	if _, err := normal.Claim(ctx, testClaim("n")); err != nil {
+		t.Fatal(err)
+	}
+	if st := normal.Stats(); st.Commits != 1 || st.Syncs != 0 {
+		t.Errorf("SyncNormal: Stats = %+v, want 1 commit and no sync of its own", st)
+	}
+}
+
+// A failed sync is every waiting write's failure (ledger.ErrUnavailable:
+// the caller runs nothing), and since which commits reached the disk is
+// unknown, the store refuses every call after it.
+func TestSyncFailureRefusesStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t, nil)
+	boom := errors.New("disk on fire")
+	s.wr.sync = func() error { return boom }
+	_, err := s.Claim(ctx, testClaim("k"))
+	if !errors.Is(err, ledger.ErrUnavailable) || !errors.Is(err, boom) {
+		t.Fatalf("Claim with a failing sync: %v, want ledger.ErrUnavailable wrapping the sync's error", err)
+	}
+	for name, call := range map[string]func() error{
+		"claim": func() error { _, err := s.Claim(ctx, testClaim("other")); return err },
+		"get":   func() error { _, err := s.Get(ctx, "k"); return err },
+		"extend": func() error {
+			return s.Extend(ctx, "k", "owner-k", time.Now().Add(time.Hour))
+		},
+	} {
+		if err := call(); !errors.Is(err, ledger.ErrUnavailable) {
+			t.Errorf("%s after a failed sync: %v, want ledger.ErrUnavailable", name, err)
+		}
+	}
+	if st := s.Stats(); st.Writes != 1 {
+		t.Errorf("Stats = %+v: a write ran after the failed sync", st)
+	}
+}
+
+// The real sync flushes the write-ahead log SQLite appends commits to; a
+// log that cannot be opened is a failed sync, not a silent success.
+func TestSyncWAL(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t, nil)
+	if _, err := s.Claim(context.Background(), testClaim("k")); err != nil {
+		t.Fatal(err)
+	}
+	if s.wal == nil || s.wal.Name() != s.path+"-wal" {
+		t.Fatalf("the store synced %v, want %s-wal", s.wal, s.path)
+	}
+	missing := &Store{path: filepath.Join(t.TempDir(), "none.db")}
+	if err := missing.syncWAL(); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("syncWAL without a log: %v, want an error", err)
+	}
+}
