@@ -205,3 +205,51 @@ func TestSyncWAL(t *testing.T) {
 		t.Errorf("syncWAL without a log: %v, want an error", err)
 	}
 }
+
+// While the writer is busy a claim goes to it without reading first; one
+// that a committed record blocks is answered with that record as soon as
+// its statement has run, without waiting for the sync the writer waits
+// for.
+func TestBlockedClaimAnsweredBeforeSync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t, nil)
+	entered, release := heldSync(t, s)
+
+	first := testClaim("k")
+	claimed := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(ctx, first)
+		claimed <- err
+	}()
+	<-entered // first's claim is committed; its sync is held
+	if !s.wr.busy() {
+		t.Fatal("the writer is not busy while a commit waits for its sync")
+	}
+	second := testClaim("k")
+	second.Owner = "owner-second"
+	type answer struct {
+		res ledger.ClaimResult
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := s.Claim(ctx, second)
+		got <- answer{res, err}
+	}()
+	select {
+	case a := <-got:
+		if a.err != nil || a.res.Claimed || a.res.Previous == nil || a.res.Previous.Owner != first.Owner {
+			t.Fatalf("blocked claim = %+v, %v; want not claimed, shown %s's record", a.res, a.err, first.Owner)
+		}
+	case <-time.After(time.Minute): // a hang guard: the answer needs no sync
+		t.Fatal("the blocked claim waited for the sync of another write")
+	}
+	if st := s.Stats(); st.Syncs != 0 {
+		t.Errorf("Stats = %+v: a sync ended before the blocked claim was answered", st)
+	}
+	release <- nil
+	if err := <-claimed; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,13 +17,21 @@ const maxBatch = 256
 // errClosed answers writes to a closed Store.
 var errClosed = errors.New("ledgersqlite: store closed")
 
-// op is one write. run executes its statement on the writing connection,
-// inside the batch's transaction when there is one, and keeps its own
-// result; it returns ledger.ErrNotOwner as an answer, any other error as a
-// failure of the batch.
+// errUnchanged is the answer of a write whose statement changed nothing
+// and whose caller goes on to read the committed record (a claim that a
+// record blocks): it is answered as soon as its statement has run, without
+// waiting for the commit or its sync, unless a write of the same key came
+// before it in its transaction (what it found is then not committed yet).
+var errUnchanged = errors.New("ledgersqlite: nothing changed")
+
+// op is one write of key. run executes its statement on the writing
+// connection, inside the batch's transaction when there is one, and keeps
+// its own result; it returns ledger.ErrNotOwner or errUnchanged as an
+// answer, any other error as a failure of the batch.
 type op struct {
 	ctx  context.Context
 	name string
+	key  string
 	run  func(ctx context.Context) error
 	done chan error // buffered: the committer never waits for the caller
 }
@@ -113,19 +121,30 @@ func (w *writer) submit(o *op) error {
 	if w.committing {
 		w.mu.Unlock()
 		w.poke()
-		select {
-		case err := <-o.done:
-			return err
-		case <-o.ctx.Done():
-			// The write may still be committed: only the answer is lost.
-			return w.failed(o.name, fmt.Errorf("gave up waiting for the write: %w", o.ctx.Err()))
-		}
+		return w.wait(o)
 	}
 	w.committing = true
 	w.active.Add(1)
 	w.mu.Unlock()
+	if w.unsynced() {
+		// The commit will wait for a sync, and the answer may come before
+		// it (errUnchanged): the caller waits apart from the committer.
+		go w.lead()
+		return w.wait(o)
+	}
 	w.lead()
 	return <-o.done
+}
+
+// wait returns the answer to o, or gives up when its context ends.
+func (w *writer) wait(o *op) error {
+	select {
+	case err := <-o.done:
+		return err
+	case <-o.ctx.Done():
+		// The write may still be committed: only the answer is lost.
+		return w.failed(o.name, fmt.Errorf("gave up waiting for the write: %w", o.ctx.Err()))
+	}
 }
 
 // lead commits the queued writes, then hands the queue over to a new
@@ -148,12 +167,24 @@ func (w *writer) lead() {
 	}
 	err := w.waitDurable(seq)
 	for i, o := range batch {
-		if err != nil {
+		switch {
+		case answers[i] == errUnchanged:
+			// answered already
+		case err != nil:
 			o.done <- err
-		} else {
+		default:
 			o.done <- answers[i]
 		}
 	}
+}
+
+// busy reports whether a write now would wait: one is being committed, or
+// a commit waits for its sync.
+func (w *writer) busy() bool {
+	w.mu.Lock()
+	committing := w.committing
+	w.mu.Unlock()
+	return committing || w.unsynced()
 }
 
 // take moves up to n queued writes into batch; a write whose caller has
@@ -197,8 +228,10 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 		return nil, nil, 0
 	}
 	fail := func(name string, err error) {
-		for _, o := range batch {
-			o.done <- w.failed(name, err)
+		for i, o := range batch {
+			if i >= len(answers) || answers[i] != errUnchanged {
+				o.done <- w.failed(name, err)
+			}
 		}
 	}
 	if len(batch) == 1 && !w.unsynced() {
@@ -210,6 +243,10 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 			fail(o.name, err)
 			return nil, nil, 0
 		}
+		if err == errUnchanged {
+			o.done <- err
+			return nil, nil, 0
+		}
 		answers = []error{err}
 	} else {
 		// Together: the statements run to the end whoever waits; a caller
@@ -219,14 +256,22 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 			fail("begin", err)
 			return nil, nil, 0
 		}
+		written := make(map[string]bool, len(batch))
 		for {
 			w.running.Store(int64(len(batch)))
 			for _, o := range batch[len(answers):] {
 				err := o.run(ctx)
-				if err != nil && !isAnswer(err) {
+				switch {
+				case err == errUnchanged && !written[o.key]:
+					o.done <- err
+				case err == errUnchanged:
+					err = nil // answered with the batch, once committed
+				case err != nil && !isAnswer(err):
 					_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
 					fail(o.name, err)
 					return nil, nil, 0
+				default:
+					written[o.key] = true
 				}
 				answers = append(answers, err)
 			}
@@ -252,8 +297,10 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 		// The store is refused from now on; nobody waits for this commit.
 		w.broken.Store(&err)
 		w.poke()
-		for _, o := range batch {
-			o.done <- err
+		for i, o := range batch {
+			if answers[i] != errUnchanged {
+				o.done <- err
+			}
 		}
 		return nil, nil, 0
 	}
@@ -310,14 +357,14 @@ func (w *writer) close() {
 func isAnswer(err error) bool { return errors.Is(err, ledger.ErrNotOwner) }
 
 // submit runs a write through the group commit and returns its answer.
-func (s *Store) submit(ctx context.Context, name string, run func(ctx context.Context) error) error {
+func (s *Store) submit(ctx context.Context, name, key string, run func(ctx context.Context) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := s.refused(); err != nil {
 		return err
 	}
-	return s.wr.submit(&op{ctx: ctx, name: name, run: run, done: make(chan error, 1)})
+	return s.wr.submit(&op{ctx: ctx, name: name, key: key, run: run, done: make(chan error, 1)})
 }
 
 // Stats returns the counts of writes and commits since Open.
