@@ -22,32 +22,20 @@ import (
 func BenchmarkConcurrentFresh(b *testing.B) {
 	ctx := context.Background()
 	var seq atomic.Int64 // fresh keys across sub-benchmarks and -count runs
-	result := []byte(`{"id":"msg_1"}`)
 	for _, synchronous := range []string{"FULL", "NORMAL"} {
 		b.Run("raw-"+synchronous+"-1", func(b *testing.B) {
 			path := filepath.Join(b.TempDir(), "raw.db")
 			open(b, path, nil).Close()
 			raw := openRaw(b, path, synchronous)
 			for b.Loop() {
-				key, now := actionKey(int(seq.Add(1))), time.Now()
-				if _, err := raw.insert.ExecContext(ctx, key, "send_reply", "run-1", "owner", now.Add(time.Minute).UnixMilli(), now.Add(time.Hour).UnixMilli(), "fp", now.UnixMilli()); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := raw.update.ExecContext(ctx, key, "owner", "sent", "msg_1", result, false, time.Now().UnixMilli()); err != nil {
+				if err := raw.fresh(ctx, actionKey(int(seq.Add(1))), "fp"); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
-	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: result}
 	action := func(b *testing.B, s ledger.Store) {
-		now := time.Now()
-		p := ledger.ClaimParams{Key: actionKey(int(seq.Add(1))), Tool: "send_reply", RunID: "run-1", Owner: "owner",
-			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
-		if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
-			b.Fatalf("Claim = %+v, %v", res, err)
-		}
-		if err := s.Complete(ctx, p.Key, p.Owner, done); err != nil {
+		if err := storeFresh(ctx, s, actionKey(int(seq.Add(1)))); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -92,18 +80,12 @@ func BenchmarkConcurrentFreshPaired(b *testing.B) {
 	raw := openRaw(b, rawPath, "NORMAL")
 	s := open(b, filepath.Join(dir, "store.db"), nil)
 	defer s.Close()
-	result := []byte(`{"id":"msg_1"}`)
-	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: result}
 	var seq atomic.Int64
 	var tRaw, tStore time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		for range callers * perCaller {
-			key, now := actionKey(int(seq.Add(1))), time.Now()
-			if _, err := raw.insert.ExecContext(ctx, key, "send_reply", "run-1", "owner", now.Add(time.Minute).UnixMilli(), now.Add(time.Hour).UnixMilli(), "fp", now.UnixMilli()); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := raw.update.ExecContext(ctx, key, "owner", "sent", "msg_1", result, false, time.Now().UnixMilli()); err != nil {
+			if err := raw.fresh(ctx, actionKey(int(seq.Add(1))), "fp"); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -119,14 +101,7 @@ func BenchmarkConcurrentFreshPaired(b *testing.B) {
 		for range callers {
 			wg.Go(func() {
 				for range perCaller {
-					now := time.Now()
-					p := ledger.ClaimParams{Key: actionKey(int(seq.Add(1))), Tool: "send_reply", RunID: "run-1", Owner: "owner",
-						LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
-					if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
-						b.Errorf("Claim = %+v, %v", res, err)
-						return
-					}
-					if err := s.Complete(ctx, p.Key, p.Owner, done); err != nil {
+					if err := storeFresh(ctx, s, actionKey(int(seq.Add(1)))); err != nil {
 						b.Error(err)
 						return
 					}
@@ -142,6 +117,17 @@ func BenchmarkConcurrentFreshPaired(b *testing.B) {
 	b.ReportMetric(float64(tStore)/float64(tRaw), "store/raw")
 	st := s.Stats()
 	b.ReportMetric(float64(st.Writes)/float64(max(st.Commits, 1)), "writes/commit")
+}
+
+// storeFresh makes one fresh action through s: a claim and a completion.
+func storeFresh(ctx context.Context, s ledger.Store, key string) error {
+	now := time.Now()
+	p := ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: "owner",
+		LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+	if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+		return fmt.Errorf("Claim = %+v, %v", res, err)
+	}
+	return s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "sent", Ref: "msg_1", Result: []byte(`{"id":"msg_1"}`)})
 }
 
 // syncFile flushes the file at path to the disk.

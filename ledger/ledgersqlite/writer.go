@@ -88,7 +88,7 @@ type writer struct {
 	committed uint64
 	durable   uint64
 	syncing   bool
-	broken    atomic.Pointer[error] // a sync failed, or the file was replaced: every later write fails
+	broken    atomic.Pointer[error] // a sync failed: every later write fails
 }
 
 // newWriter returns the group commit of conn; see writer for syncer.
@@ -289,21 +289,18 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 	}
 	w.writes.Add(uint64(len(batch)))
 	w.commits.Add(1)
-	w.smu.Lock()
-	w.committed++
-	seq = w.committed
-	w.smu.Unlock()
 	if err := w.verify(); err != nil {
-		// The store is refused from now on; nobody waits for this commit.
-		w.broken.Store(&err)
-		w.poke()
 		for i, o := range batch {
 			if answers[i] != errUnchanged {
 				o.done <- err
 			}
 		}
-		return nil, nil, 0
+		return nil, nil, 0 // not numbered: nobody waits for its sync
 	}
+	w.smu.Lock()
+	w.committed++
+	seq = w.committed
+	w.smu.Unlock()
 	return batch, answers, seq
 }
 
