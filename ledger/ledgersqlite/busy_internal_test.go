@@ -112,3 +112,78 @@ func TestRetryBusy(t *testing.T) {
 		t.Errorf("busy past the limit: %v, want the busy error", err)
 	}
 }
+
+// releaseOnFirstRetry sets busyRetried to end holder's transaction at the
+// first retry of retryBusy, and returns the count of retries. The caller
+// must not be parallel.
+func releaseOnFirstRetry(t *testing.T, holder *sql.Conn) *int {
+	t.Helper()
+	retries := new(int)
+	busyRetried = func() {
+		if *retries++; *retries == 1 {
+			if _, err := holder.ExecContext(context.Background(), "ROLLBACK"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() { busyRetried = nil })
+	return retries
+}
+
+// A write that meets the write lock of another connection (another
+// process) runs again from retryBusy, and succeeds once the lock is free:
+// the lock is released only at retryBusy's first retry, so a write that
+// was not retried would fail. (TestPragmas checks that SQLite's own busy
+// handler, which would wait before, is off on the writer.) Not parallel:
+// it sets busyRetried.
+func TestWriteWaitsForLockInGo(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, &Config{BusyTimeout: 10 * time.Second})
+	retries := releaseOnFirstRetry(t, holdWriteLock(t, s.path))
+	if res, err := s.Claim(ctx, testClaim("k")); err != nil || !res.Claimed {
+		t.Fatalf("Claim under another's lock = %+v, %v; want claimed once the lock is free", res, err)
+	}
+	if *retries == 0 {
+		t.Fatal("the claim never met the lock: the test tested nothing")
+	}
+}
+
+// The same for a batch, whose BEGIN IMMEDIATE meets the lock: a claim that
+// arrives while a commit waits for its sync is committed in a transaction
+// of its own. Not parallel: it sets busyRetried.
+func TestBatchWaitsForLockInGo(t *testing.T) {
+	ctx := context.Background()
+	s := openTemp(t, &Config{BusyTimeout: 10 * time.Second})
+	entered, release := heldSync(t, s)
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Claim(ctx, testClaim("first"))
+		first <- err
+	}()
+	<-entered // committed; its sync is held
+	retries := releaseOnFirstRetry(t, holdWriteLock(t, s.path))
+	second := make(chan error, 1)
+	go func() {
+		res, err := s.Claim(ctx, testClaim("second"))
+		if err == nil && !res.Claimed {
+			err = errors.New("not claimed")
+		}
+		second <- err
+	}()
+	pollUntil(t, "the second claim's batch has begun", func() bool {
+		_, running := WriterQueue(s)
+		return running == 1
+	})
+	release <- nil
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	release <- nil
+	if err := <-second; err != nil {
+		t.Fatalf("Claim of a batch under another's lock: %v", err)
+	}
+	if *retries == 0 {
+		t.Fatal("the batch never met the lock: the test tested nothing")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -15,7 +16,7 @@ func TestPragmas(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		cfg   *Config
-		busy  string // ms
+		busy  string // ms: the readers' busy timeout, and the writer's limit
 		syncs bool   // the writer syncs the log after each commit
 	}{
 		{"defaults", nil, "5000", true},
@@ -29,6 +30,9 @@ func TestPragmas(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			if s.wr.busyTimeout.Milliseconds() != mustAtoi(t, tc.busy) {
+				t.Errorf("the writer waits for a lock up to %v, want %s ms", s.wr.busyTimeout, tc.busy)
+			}
 			if got := s.wr.sync != nil; got != tc.syncs {
 				t.Errorf("the writer syncs after each commit: %v, want %v", got, tc.syncs)
 			}
@@ -44,7 +48,8 @@ func TestPragmas(t *testing.T) {
 				{"writer", s.wr.conn, "PRAGMA journal_mode", "wal"},
 				// SQLite syncs at checkpoints; the writer after commits.
 				{"writer", s.wr.conn, "PRAGMA synchronous", "1"},
-				{"writer", s.wr.conn, "PRAGMA busy_timeout", tc.busy},
+				// The writer waits for another's lock in Go (retryBusy).
+				{"writer", s.wr.conn, "PRAGMA busy_timeout", "0"},
 				{"writer", s.wr.conn, "PRAGMA query_only", "0"},
 				{"writer", s.wr.conn, "PRAGMA user_version", fmt.Sprint(schemaVersion)},
 				{"reader", s.r, "PRAGMA journal_mode", "wal"},
@@ -60,4 +65,13 @@ func TestPragmas(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustAtoi(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

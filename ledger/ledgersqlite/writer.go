@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -70,6 +71,10 @@ type writer struct {
 	commits atomic.Uint64
 	syncs   atomic.Uint64
 	running atomic.Int64 // writes in the batch being committed
+
+	// busyTimeout bounds the wait for a write lock held by another
+	// process (see retryBusy).
+	busyTimeout time.Duration
 
 	mu         sync.Mutex
 	queue      []*op
@@ -238,7 +243,7 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 		// Alone, as a plain statement under its caller's context.
 		o := batch[0]
 		w.running.Store(1)
-		err := o.run(o.ctx)
+		err := retryBusy(o.ctx, w.busyTimeout, func() error { return o.run(o.ctx) })
 		if err != nil && !isAnswer(err) {
 			fail(o.name, err)
 			return nil, nil, 0
@@ -252,7 +257,7 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 		// Together: the statements run to the end whoever waits; a caller
 		// that gives up only stops waiting, as with a lost answer.
 		ctx := context.Background()
-		if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		if err := w.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
 			fail("begin", err)
 			return nil, nil, 0
 		}
@@ -281,7 +286,7 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 			<-w.wake // a write queued, or the sync ended
 			batch = w.take(batch, maxBatch-len(batch))
 		}
-		if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+		if err := w.exec(ctx, "COMMIT"); err != nil {
 			_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
 			fail("commit", err)
 			return nil, nil, 0
@@ -302,6 +307,16 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 	seq = w.committed
 	w.smu.Unlock()
 	return batch, answers, seq
+}
+
+// exec runs a statement of transaction control, waiting for a write lock
+// held by another process (a COMMIT that fails with SQLITE_BUSY leaves the
+// transaction open, so it can be run again too).
+func (w *writer) exec(ctx context.Context, query string) error {
+	return retryBusy(ctx, w.busyTimeout, func() error {
+		_, err := w.conn.ExecContext(ctx, query)
+		return err
+	})
 }
 
 // waitDurable returns once commit seq is durable: it syncs, or waits for
