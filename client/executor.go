@@ -135,6 +135,9 @@ type Executor struct {
 	// poll is the longest interval between two looks at a record held by
 	// a caller in another process (waitPoll).
 	poll time.Duration
+	// wakes signals settles to waiting callers: settles, shared by every
+	// Executor of the process (tests give theirs one of their own).
+	wakes *wakeups
 }
 
 // waitPoll bounds the interval of waitSettled's polls: a duplicate whose
@@ -161,7 +164,7 @@ func New(store ledger.Store, cfg *Config) *Executor {
 		c.Logger.Warn("idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
 			slog.String("env", DisabledEnv))
 	}
-	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll}
+	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll, wakes: settles}
 }
 
 // Register adds tools, all or none: it checks every tool first and
@@ -361,6 +364,9 @@ type run struct {
 	// claimedAt is the time of the latest claim, leaseUntil the end of its
 	// lease as claimed.
 	claimedAt, leaseUntil time.Time
+	// settled is the count of settles in this process (wakeups.count)
+	// before the latest claim.
+	settled uint64
 }
 
 func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID string, call Call) (Result, error) {
@@ -460,6 +466,7 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 	}
 	r.owner = cfg.NewOwner()
 	r.claimedAt, r.leaseUntil = now, lease
+	r.settled = r.e.wakes.count.Load()
 	return r.e.store.Claim(ctx, ledger.ClaimParams{
 		Key: r.id.key, Tool: r.t.Name, RunID: r.inv.RunID, Owner: r.owner,
 		LeaseUntil: lease, Fingerprint: r.id.fingerprint,
@@ -485,7 +492,7 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 	}()
 	// Whether or not the write succeeded, the callers of this process
 	// waiting for the action look at the record now.
-	defer settles.wake(r.id.key)
+	defer r.e.wakes.wake(r.id.key)
 	return s(ctx)
 }
 
@@ -957,13 +964,15 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 		backoff.WithMaxElapsedTime(r.e.cfg.Wait),
 	)
 	bc := backoff.WithContext(b, ctx)
-	woken, release := settles.wait(r.id.key)
+	woken, release := r.e.wakes.wait(r.id.key)
 	defer func() { release() }()
 	deadline := time.NewTimer(r.e.cfg.Wait)
 	defer deadline.Stop()
-	// The first look is at once: a settle between the claim that returned
-	// prev and the registration above signalled nobody.
-	for first := true; ; first = false {
+	// The first look is at once if a run in this process settled an
+	// action between the claim that returned prev and the registration
+	// above (it signalled nobody); otherwise the record is the one the
+	// claim just read, and the first look is the first poll.
+	for first := r.e.wakes.count.Load() != r.settled; ; first = false {
 		if !first {
 			d := bc.NextBackOff()
 			if d == backoff.Stop {
@@ -980,7 +989,7 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 			case <-woken:
 				t.Stop()
 				release()
-				woken, release = settles.wait(r.id.key)
+				woken, release = r.e.wakes.wait(r.id.key)
 			case <-t.C:
 			}
 		}

@@ -1,6 +1,9 @@
 package client
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // settles tells the callers waiting in this process for an action in
 // flight that a run in this process has settled it, so that they look at
@@ -8,11 +11,17 @@ import "sync"
 // Executor of the process, keyed by action key only: a caller of an
 // Executor on another ledger that is woken by mistake looks at its own
 // record, finds it still pending and waits on.
-var settles = &wakeups{m: map[string]*wakeup{}}
+var settles = newWakeups()
+
+func newWakeups() *wakeups { return &wakeups{m: map[string]*wakeup{}} }
 
 type wakeups struct {
-	mu sync.Mutex
-	m  map[string]*wakeup
+	// count counts the calls of wake: a caller that reads it before its
+	// claim and again once it waits knows whether a key settled in this
+	// process in between (and its signal may have been missed).
+	count atomic.Uint64
+	mu    sync.Mutex
+	m     map[string]*wakeup
 }
 
 // wakeup is the signal of one key: ch is closed when the key settles; n
@@ -44,6 +53,7 @@ func (w *wakeups) wait(key string) (<-chan struct{}, func()) {
 
 // wake closes the channel of key, if anyone waits for it.
 func (w *wakeups) wake(key string) {
+	w.count.Add(1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if u := w.m[key]; u != nil {
