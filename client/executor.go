@@ -367,6 +367,10 @@ type run struct {
 	// settled is the count of settles in this process (wakeups.count)
 	// before the latest claim.
 	settled uint64
+	// done reports that completion, the done record's fields, was
+	// written under the claim.
+	done       bool
+	completion ledger.Completion
 }
 
 func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID string, call Call) (Result, error) {
@@ -485,14 +489,14 @@ func (r *run) claimed(ctx context.Context, cr ledger.ClaimResult) (Result, error
 	r.inv.DownstreamKey = DownstreamKey(r.id.key, cr.Attempt)
 	r.inv.AttemptAt = r.claimedAt
 	r.inv.args = r.id.args() // built only now: a replay never binds
+	// Once the record is written (whether or not the write succeeded),
+	// the callers of this process waiting for the action look at it.
+	defer r.e.wakes.wake(r.id.key, r)
 	s := func() settle {
 		f := r.fence(ctx)
 		defer f.stop() // also when the tool exits its goroutine
 		return r.act(ctx, f, cr)
 	}()
-	// Whether or not the write succeeded, the callers of this process
-	// waiting for the action look at the record now.
-	defer r.e.wakes.wake(r.id.key)
 	return s(ctx)
 }
 
@@ -802,6 +806,7 @@ func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result
 	res := r.doneResult(outcome, c.Summary, eff.Ref, eff.Result)
 	switch {
 	case err == nil:
+		r.done, r.completion = true, c
 		return res, nil
 	case errors.Is(err, ledger.ErrNotOwner):
 		// The lease lapsed while the tool ran and another caller took the
@@ -812,6 +817,15 @@ func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result
 		res.Text += " (It could not be recorded yet; it will be reconciled, so do not repeat it.)"
 		return res, fmt.Errorf("client: record done %s: %w", r.id.key, err)
 	}
+}
+
+// doneRecord is the record that complete wrote, with the fields a waiter
+// answers from.
+func (r *run) doneRecord() *ledger.Record {
+	c := r.completion
+	return &ledger.Record{Key: r.id.key, Tool: r.t.Name, RunID: r.inv.RunID, State: ledger.StateDone, Owner: r.owner,
+		Fingerprint: r.id.fingerprint, Attempt: r.inv.Attempt, AttemptAt: r.inv.AttemptAt,
+		Summary: c.Summary, Ref: c.Ref, Result: c.Result, Truncated: c.Truncated}
 }
 
 func (r *run) doneResult(outcome Outcome, summary, ref string, payload []byte) Result {
@@ -949,9 +963,10 @@ func (r *run) conflict(prev *ledger.Record) Result {
 
 // waitSettled waits for up to Config.Wait while another caller holds the
 // record, and returns the last record seen (nil if it disappeared). It
-// looks at the record once at the start, whenever a run in this process
-// settles the key, and otherwise polls it with backoff, at most
-// Executor.poll apart, for a holder in another process.
+// looks at the record whenever a run in this process settles the key (a
+// run that recorded it done on the same Store hands the record over), and
+// otherwise polls it with backoff, at most Executor.poll apart, for a
+// holder in another process.
 func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Record {
 	if r.e.cfg.Wait < 0 {
 		return prev
@@ -986,8 +1001,11 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 			case <-deadline.C:
 				t.Stop()
 				return prev
-			case <-woken:
+			case <-woken.ch:
 				t.Stop()
+				if rec := woken.handed(r.e.store, prev.Owner); rec != nil {
+					return rec
+				}
 				release()
 				woken, release = r.e.wakes.wait(r.id.key)
 			case <-t.C:

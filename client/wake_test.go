@@ -36,11 +36,33 @@ func (s *countingStore) Get(ctx context.Context, key string) (*ledger.Record, er
 // another Executor on the same ledger) is performing is answered by the
 // settle signal: its polls are an hour apart, so no poll can answer it.
 // Nothing settled between its claim and the start of its wait, so it
-// reads the record once, on the signal. The two Executors share signals
-// of their own, which no other test's settles touch.
+// reads nothing before the signal. The signal hands it the done record
+// when both Executors use one Store; through another Store on the same
+// ledger it reads the record once. The Executors share signals of their
+// own, which no other test's settles touch.
 func TestWaiterWokenBySettleNotByPoll(t *testing.T) {
 	t.Parallel()
-	store := &countingStore{Store: ledgermem.New(nil)}
+	for _, tc := range []struct {
+		name      string
+		sameStore bool
+		gets      int64
+	}{
+		{"one Store", true, 0},
+		{"two Stores", false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mem := ledgermem.New(nil)
+			holderStore, store := &countingStore{Store: mem}, &countingStore{Store: mem}
+			if tc.sameStore {
+				holderStore = store
+			}
+			wokenBySettle(t, holderStore, store, tc.gets)
+		})
+	}
+}
+
+func wokenBySettle(t *testing.T, holderStore ledger.Store, store *countingStore, gets int64) {
 	started, finish := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
 	tool := Tool{
@@ -51,10 +73,10 @@ func TestWaiterWokenBySettleNotByPoll(t *testing.T) {
 				close(started)
 				<-finish
 			}
-			return Effect{Summary: "sent once"}, nil
+			return Effect{Summary: "sent once", Ref: "msg_1", Result: json.RawMessage(`{"id":"msg_1"}`)}, nil
 		},
 	}
-	first := New(store, nil)
+	first := New(holderStore, nil)
 	waiter := New(store, &Config{Wait: time.Hour})
 	waiter.poll = time.Hour
 	wakes := newWakeups()
@@ -88,8 +110,8 @@ func TestWaiterWokenBySettleNotByPoll(t *testing.T) {
 	close(finish)
 	select {
 	case r := <-waited:
-		if r.Outcome != AlreadyDone || r.Summary != "sent once" {
-			t.Fatalf("waiter got %v %q, want AlreadyDone", r.Outcome, r.Text)
+		if r.Outcome != AlreadyDone || r.Summary != "sent once" || r.Ref != "msg_1" || string(r.Payload) != `{"id":"msg_1"}` || r.Attempt != 1 {
+			t.Fatalf("waiter got %v %q (ref %q, payload %s, attempt %d), want AlreadyDone with the first run's effect", r.Outcome, r.Text, r.Ref, r.Payload, r.Attempt)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the waiter was not woken when the first run settled")
@@ -100,8 +122,8 @@ func TestWaiterWokenBySettleNotByPoll(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times", n)
 	}
-	if n := store.gets.Load(); n != 1 {
-		t.Fatalf("the waiter read the record %d times, want once: on the signal", n)
+	if n := store.gets.Load(); n != gets {
+		t.Fatalf("the waiter read the record %d times, want %d", n, gets)
 	}
 	if n := wakes.waiting(key); n != 0 {
 		t.Fatalf("%d waiters still registered", n)
@@ -177,7 +199,7 @@ func (s *settlingStore) Claim(ctx context.Context, p ledger.ClaimParams) (ledger
 		if err := s.Store.Complete(ctx, p.Key, s.holder, ledger.Completion{Summary: "sent by the holder"}); err != nil {
 			return res, err
 		}
-		settles.wake(p.Key)
+		settles.wake(p.Key, nil)
 	}
 	return res, err
 }
@@ -203,5 +225,33 @@ func TestWaiterSeesSettleBeforeItWaits(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the caller missed the settle that came before it started waiting")
+	}
+}
+
+// valueStore is a Store held by value, and not comparable.
+type valueStore struct {
+	ledger.Store
+	tags map[string]string
+}
+
+// Only one Store pointer is the same Store; values are never compared
+// (comparing this one would panic), so their waiters read.
+func TestSameStore(t *testing.T) {
+	t.Parallel()
+	a, b := ledgermem.New(nil), ledgermem.New(nil)
+	v := valueStore{Store: a}
+	for _, tc := range []struct {
+		name string
+		x, y ledger.Store
+		want bool
+	}{
+		{"one pointer", a, a, true},
+		{"two pointers", a, b, false},
+		{"a value", v, v, false},
+		{"a value and its pointer", v, a, false},
+	} {
+		if got := sameStore(tc.x, tc.y); got != tc.want {
+			t.Errorf("%s: sameStore = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
