@@ -7,3 +7,6 @@ func WriterQueue(s *Store) (waiting, running int) {
 	defer s.wr.mu.Unlock()
 	return len(s.wr.queue), int(s.wr.running.Load())
 }
+
+// PurgeChunk is the most records one write of Purge deletes.
+const PurgeChunk = purgeChunk

@@ -271,8 +271,9 @@ func (*childT) Error(args ...any) {
 	os.Exit(1)
 }
 
-// Purge deletes in chunks: over more records than one chunk holds, it
-// deletes exactly the expired ones, and the others stay.
+// Purge deletes in chunks of at most PurgeChunk records, one write each:
+// over more expired records than one chunk holds, it deletes exactly the
+// expired ones, and the others stay.
 func TestPurgeInChunks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -290,7 +291,7 @@ func TestPurgeInChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	const n = 2500 // two and a half chunks
+	const n = 2500 // 834 expired: 13 chunks and a part
 	expired, pending := 0, 0
 	for i := range n {
 		state, exp := "done", now.Add(time.Hour)
@@ -315,8 +316,8 @@ func TestPurgeInChunks(t *testing.T) {
 	if err != nil || got != expired {
 		t.Fatalf("Purge = %d, %v; want %d", got, err, expired)
 	}
-	if st := s.Stats(); st.Writes < 3 {
-		t.Errorf("Purge of %d records took %d writes, want one per chunk (at least 3)", n, st.Writes)
+	if st, want := s.Stats(), (expired+ledgersqlite.PurgeChunk-1)/ledgersqlite.PurgeChunk; st.Writes != uint64(want) {
+		t.Errorf("Purge of %d expired records took %d writes, want one per chunk of %d: %d", expired, st.Writes, ledgersqlite.PurgeChunk, want)
 	}
 	var left, leftPending int
 	if err := db.QueryRowContext(ctx, "SELECT count(*), count(*) FILTER (WHERE state = 'pending') FROM records").Scan(&left, &leftPending); err != nil {
@@ -324,5 +325,55 @@ func TestPurgeInChunks(t *testing.T) {
 	}
 	if left != n-expired || leftPending != pending {
 		t.Errorf("after Purge: %d records (%d pending), want %d (%d pending)", left, leftPending, n-expired, pending)
+	}
+}
+
+// Purge checkpoints the log after its chunks, so that the pages it
+// dirtied are not left for a claim's commit to copy: the database file
+// alone, without its log, holds the ledger as the purge left it.
+func TestPurgeCheckpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "purge.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now()
+	const expired, live = 100, 50 // a few pages: no automatic checkpoint
+	for i := range expired + live {
+		exp := now.Add(time.Hour)
+		if i < expired {
+			exp = now.Add(-time.Hour)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at,
+			fingerprint, attempt, attempt_at, updated_at) VALUES (?, 't', 'r', 'done', 'o', ?, ?, 'fp', 1, ?, ?)`,
+			actionKey(i), now.UnixMilli(), exp.UnixMilli(), now.UnixMilli(), now.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := s.Purge(ctx, now); err != nil || n != expired {
+		t.Fatalf("Purge = %d, %v; want %d", n, err, expired)
+	}
+	main, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := filepath.Join(dir, "alone.db")
+	if err := os.WriteFile(alone, main, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	copied, err := sql.Open("sqlite", alone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer copied.Close()
+	var n int
+	if err := copied.QueryRowContext(ctx, "SELECT count(*) FROM records").Scan(&n); err != nil || n != live {
+		t.Fatalf("the database file without its log holds %d records (%v), want the %d the purge left", n, err, live)
 	}
 }

@@ -861,27 +861,33 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	return out, nil
 }
 
-// purgeChunk bounds the records one write of Purge looks at, so that
-// claims queued behind it wait milliseconds, not the whole purge.
-const purgeChunk = 1000
+// purgeChunk bounds the records one write of Purge deletes, so that a
+// claim queued behind it waits for a small commit and its sync, not for a
+// large one. In BenchmarkPurgeBlocking (20,000 expired records, one fresh
+// action at a time beside the purge; 0.3 to 0.6 ms p99 with no purge),
+// the p99 of an action was 17 to 20 ms with chunks of 1,000 keys, 7 ms
+// with 64 records, 4.7 to 5.5 ms with 32 and 4.2 to 4.5 ms with 16, which
+// makes the purge twice as long again.
+const purgeChunk = 32
 
-// Purge implements ledger.Purger. It walks the table in key order, in
-// chunks of purgeChunk keys, and deletes the expired records of each chunk
-// in a write of its own (expiry is not indexed, to keep claims cheap, so a
-// single DELETE would scan the whole table under the write lock). Writes of
-// other callers run between the chunks.
+// Purge implements ledger.Purger. It walks the table in key order: a read
+// finds the next purgeChunk expired records (expiry is not indexed, to
+// keep claims cheap, so it scans past the live ones, on a read connection,
+// without the write lock), and a write of its own deletes the expired
+// records up to the last of them. Writes of other callers run between the
+// chunks.
 func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
 	if err := s.refused(); err != nil {
 		return 0, err
 	}
-	total, from := 0, ""
+	total, from, at := 0, "", before.UnixMilli()
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
 		var upto sql.NullString
-		if err := s.r.QueryRowContext(ctx, "SELECT max(key) FROM (SELECT key FROM records WHERE key > ? ORDER BY key LIMIT ?)",
-			from, purgeChunk).Scan(&upto); err != nil {
+		if err := s.r.QueryRowContext(ctx, "SELECT max(key) FROM (SELECT key FROM records WHERE key > ?1 AND "+expired("?2")+" ORDER BY key LIMIT ?3)",
+			from, at, purgeChunk).Scan(&upto); err != nil {
 			return total, s.unavailable("purge", err)
 		}
 		if !upto.Valid {
@@ -890,7 +896,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
 		var n int64
 		err := s.submit(ctx, "purge", "", func(ctx context.Context) error {
 			res, err := s.wr.conn.ExecContext(ctx, "DELETE FROM records WHERE key > ?1 AND key <= ?2 AND "+expired("?3"),
-				from, upto.String, before.UnixMilli())
+				from, upto.String, at)
 			if err == nil {
 				n, err = res.RowsAffected()
 			}
@@ -901,7 +907,29 @@ func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
 		}
 		total += int(n)
 		from = upto.String
+		if n > 0 {
+			if err := s.checkpoint(ctx); err != nil {
+				return total, err
+			}
+		}
 	}
+}
+
+// checkpoint copies the log into the database file (PASSIVE: it waits for
+// no one and copies what no reader still needs), on a read connection.
+// Purge runs it after each chunk: deletions dirty many pages, and SQLite
+// would otherwise copy them in the commit that takes the log past 1,000
+// pages, as often as not a claim's. In BenchmarkPurgeBlocking it took the
+// p99 of a fresh action beside a purge from 4.7-5.1 ms to 3.2-3.5 ms. A
+// checkpoint of another process already running (SQLITE_BUSY) is left to
+// it.
+func (s *Store) checkpoint(ctx context.Context) error {
+	var busy, log, copied int
+	err := s.r.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
+	if err != nil && !isBusy(err) {
+		return s.unavailable("purge", err)
+	}
+	return nil
 }
 
 func fromMilli(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
