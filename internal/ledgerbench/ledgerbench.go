@@ -1,12 +1,15 @@
 // Package ledgerbench holds benchmark bodies that every ledger backend runs
-// the same way, through client.Executor on the backend's Store: many
-// callers of fresh actions at once, and many callers of one action at once.
-// Each backend's bench_test.go calls them with its own Store.
+// the same way on the backend's Store: through client.Executor, many
+// callers of fresh actions at once and many callers of one action at once;
+// on the Store itself, claims on a small and a large ledger, and claims
+// beside a purge. Each backend's bench_test.go calls them with its own
+// Store.
 package ledgerbench
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"slices"
 	"strconv"
@@ -228,4 +231,78 @@ func Scale(b *testing.B, sizes [2]int, stores [2]ledger.Store, replayKey func(si
 			}
 		})
 	})
+}
+
+// PurgeBlocking measures fresh actions (claim and completion, one caller)
+// on s while s purges expired records, beside as many fresh actions with
+// no purge running, paired in every iteration. Each iteration first calls
+// fill (untimed), which must add expired records to s's ledger and return
+// how many. It reports purging-ns/op and alone-ns/op (mean latencies),
+// purging/alone, their p99s and their maxima: what a claim waits behind a
+// purge.
+func PurgeBlocking(b *testing.B, s interface {
+	ledger.Store
+	ledger.Purger
+}, fill func(round int) int) {
+	ctx := context.Background()
+	run := "run-" + strconv.FormatInt(seq.Add(1), 10)
+	fresh := func(lat *[]time.Duration) {
+		now := time.Now()
+		p := ledger.ClaimParams{Key: "purge-fresh-" + strconv.FormatInt(seq.Add(1), 10), Tool: "send_reply", RunID: run, Owner: "owner",
+			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+		if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+			b.Fatalf("Claim = %+v, %v", res, err)
+		}
+		if err := s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "sent"}); err != nil {
+			b.Fatal(err)
+		}
+		*lat = append(*lat, time.Since(now))
+	}
+	var purging, alone []time.Duration
+	round := 0
+	for b.Loop() {
+		b.StopTimer()
+		expired := fill(round)
+		round++
+		b.StartTimer()
+		done := make(chan error, 1)
+		go func() {
+			n, err := s.Purge(ctx, time.Now())
+			if err == nil && n < expired {
+				err = fmt.Errorf("Purge deleted %d records, want at least %d", n, expired)
+			}
+			done <- err
+		}()
+		during := len(purging)
+	claiming:
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Fatal(err)
+				}
+				break claiming
+			default:
+				fresh(&purging)
+			}
+		}
+		for range len(purging) - during {
+			fresh(&alone)
+		}
+	}
+	b.StopTimer()
+	mean := func(d []time.Duration) float64 {
+		var sum time.Duration
+		for _, x := range d {
+			sum += x
+		}
+		return float64(sum) / float64(len(d))
+	}
+	b.ReportMetric(mean(purging), "purging-ns/op")
+	b.ReportMetric(mean(alone), "alone-ns/op")
+	b.ReportMetric(mean(purging)/mean(alone), "purging/alone")
+	b.ReportMetric(float64(Quantile(purging, 0.99)), "purging-p99-ns")
+	b.ReportMetric(float64(Quantile(alone, 0.99)), "alone-p99-ns")
+	b.ReportMetric(float64(Quantile(purging, 1)), "purging-max-ns")
+	b.ReportMetric(float64(Quantile(alone, 1)), "alone-max-ns")
 }

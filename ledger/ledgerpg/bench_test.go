@@ -218,3 +218,23 @@ func BenchmarkScale(b *testing.B) {
 
 // scaleFresh numbers the fresh keys of BenchmarkScale across its runs.
 var scaleFresh atomic.Int64
+
+// Fresh actions while Purge deletes 20,000 expired records, PurgeBatch a
+// statement, beside as many with no purge running; see
+// ledgerbench.PurgeBlocking.
+func BenchmarkPurgeBlocking(b *testing.B) {
+	const expired = 20_000
+	ctx := context.Background()
+	s, _, _, table := benchSetup(b, pgx.QueryExecModeCacheStatement)
+	pool := pgtest.Pool(b)
+	ledgerbench.PurgeBlocking(b, s, func(round int) int {
+		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (key, tool, run_id, state, owner, lease_until, expires_at,
+			fingerprint, attempt, attempt_at, summary, ref, result, updated_at)
+			SELECT encode(sha256(convert_to('expired-' || $1::int || '-' || i, 'UTF8')), 'hex'), 'send_reply', 'run-' || (i / 10), 'done', 'owner',
+				now() - interval '25 hours', now() - interval '1 hour', 'fp', 1, now() - interval '25 hours', 'sent', 'msg_1', '{"id":"msg_1"}'::bytea, now() - interval '25 hours'
+			FROM generate_series(0, $2::int - 1) AS i`, round, expired); err != nil {
+			b.Fatal(err)
+		}
+		return expired
+	})
+}

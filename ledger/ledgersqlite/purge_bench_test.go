@@ -44,71 +44,16 @@ func fillExpired(b *testing.B, path string, from, n int) {
 	}
 }
 
-// Fresh actions (claim and completion, one caller) while Purge deletes
-// 20,000 expired records, in chunks of 1,000 keys, beside as many fresh
-// actions with no purge running, paired in every iteration. The purge
-// shares the writer with the claims, so purging-p99-ns and purging-max-ns
-// are what a claim waits behind a chunk; purging/alone compares the mean
-// latencies.
+// Fresh actions while Purge deletes 20,000 expired records, 32 a write,
+// beside as many with no purge running; see ledgerbench.PurgeBlocking.
+// The purge shares the writer with the claims.
 func BenchmarkPurgeBlocking(b *testing.B) {
 	const expired = 20_000
-	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "purge.db")
 	s := open(b, path, nil)
 	defer s.Close()
-	next := 1 << 30 // fresh keys, apart from the expired ones
-	fresh := func(lat *[]time.Duration) {
-		next++
-		t0 := time.Now()
-		if err := storeFresh(ctx, s, actionKey(next)); err != nil {
-			b.Fatal(err)
-		}
-		*lat = append(*lat, time.Since(t0))
-	}
-	var purging, alone []time.Duration
-	seq := 0
-	for b.Loop() {
-		b.StopTimer()
-		fillExpired(b, path, seq, expired)
-		seq += expired
-		b.StartTimer()
-		done := make(chan error, 1)
-		go func() {
-			n, err := s.Purge(ctx, time.Now())
-			if err == nil && n != expired {
-				b.Errorf("Purge deleted %d records, want %d", n, expired)
-			}
-			done <- err
-		}()
-		during := len(purging)
-	claiming:
-		for {
-			select {
-			case err := <-done:
-				if err != nil {
-					b.Fatal(err)
-				}
-				break claiming
-			default:
-				fresh(&purging)
-			}
-		}
-		for range len(purging) - during {
-			fresh(&alone)
-		}
-	}
-	mean := func(d []time.Duration) float64 {
-		var sum time.Duration
-		for _, x := range d {
-			sum += x
-		}
-		return float64(sum) / float64(len(d))
-	}
-	b.ReportMetric(mean(purging), "purging-ns/op")
-	b.ReportMetric(mean(alone), "alone-ns/op")
-	b.ReportMetric(mean(purging)/mean(alone), "purging/alone")
-	b.ReportMetric(float64(ledgerbench.Quantile(purging, 0.99)), "purging-p99-ns")
-	b.ReportMetric(float64(ledgerbench.Quantile(alone, 0.99)), "alone-p99-ns")
-	b.ReportMetric(float64(ledgerbench.Quantile(purging, 1)), "purging-max-ns")
-	b.ReportMetric(float64(ledgerbench.Quantile(alone, 1)), "alone-max-ns")
+	ledgerbench.PurgeBlocking(b, s, func(round int) int {
+		fillExpired(b, path, round*expired, expired)
+		return expired
+	})
 }
