@@ -45,8 +45,17 @@ func scaleFile(b *testing.B, n int) string {
 	}
 	path := filepath.Join(scaleFiles.dir, fmt.Sprintf("scale-%d.db", n))
 	open(b, path, nil).Close() // the store's schema
+	insertDone(b, path, 0, n, time.Now())
+	scaleFiles.paths[n] = path
+	return path
+}
+
+// insertDone adds n done records, settled at settled and kept for a day, to
+// the ledger file at path, keyed actionKey(from..from+n-1), in one
+// transaction of a connection of its own.
+func insertDone(b *testing.B, path string, from, n int, settled time.Time) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", "file:"+path+"?_synchronous=OFF")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous=OFF")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -56,23 +65,21 @@ func scaleFile(b *testing.B, n int) string {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer tx.Rollback()
 	ins, err := tx.PrepareContext(ctx, `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at,
 		fingerprint, attempt, attempt_at, summary, ref, result, updated_at)
 		VALUES (?1, 'send_reply', ?2, 'done', 'owner', ?3, ?4, 'fp', 1, ?3, 'sent', 'msg_1', '{"id":"msg_1"}', ?3)`)
 	if err != nil {
 		b.Fatal(err)
 	}
-	now := time.Now()
-	for i := range n {
-		if _, err := ins.ExecContext(ctx, actionKey(i), fmt.Sprintf("run-%d", i/10), now.UnixMilli(), now.Add(24*time.Hour).UnixMilli()); err != nil {
+	for i := from; i < from+n; i++ {
+		if _, err := ins.ExecContext(ctx, actionKey(i), fmt.Sprintf("run-%d", i/10), settled.UnixMilli(), settled.Add(24*time.Hour).UnixMilli()); err != nil {
 			b.Fatal(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		b.Fatal(err)
 	}
-	scaleFiles.paths[n] = path
-	return path
 }
 
 // Claim latency with 10^3 and 10^6 records in the file, paired: every
