@@ -271,21 +271,30 @@ func (*childT) Error(args ...any) {
 	os.Exit(1)
 }
 
+// purgeFixture returns a Store on a new ledger file, a connection of its
+// own to the file (to write records as they would be found), and the
+// file's path.
+func purgeFixture(t *testing.T) (*ledgersqlite.Store, *sql.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "purge.db")
+	s := open(t, path, nil)
+	t.Cleanup(func() { s.Close() })
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	return s, db, path
+}
+
 // Purge deletes in chunks of at most PurgeChunk records, one write each:
 // over more expired records than one chunk holds, it deletes exactly the
 // expired ones, and the others stay.
 func TestPurgeInChunks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "purge.db")
-	s := open(t, path, nil)
-	defer s.Close()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
+	s, db, _ := purgeFixture(t)
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -334,15 +343,7 @@ func TestPurgeInChunks(t *testing.T) {
 func TestPurgeCheckpoints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "purge.db")
-	s := open(t, path, nil)
-	defer s.Close()
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	s, db, path := purgeFixture(t)
 	now := time.Now()
 	const expired, live = 100, 50 // a few pages: no automatic checkpoint
 	for i := range expired + live {
@@ -363,7 +364,7 @@ func TestPurgeCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alone := filepath.Join(dir, "alone.db")
+	alone := filepath.Join(filepath.Dir(path), "alone.db")
 	if err := os.WriteFile(alone, main, 0o600); err != nil {
 		t.Fatal(err)
 	}
