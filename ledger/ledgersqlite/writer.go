@@ -379,7 +379,7 @@ func (s *Store) submit(ctx context.Context, name, key string, run func(ctx conte
 	return s.wr.submit(&op{ctx: ctx, name: name, key: key, run: run, done: make(chan error, 1)})
 }
 
-// Stats returns the counts of writes and commits since Open.
+// Stats returns the counts of writes, commits and syncs since Open.
 func (s *Store) Stats() Stats {
 	if s.wr == nil {
 		return Stats{}
