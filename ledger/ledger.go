@@ -13,6 +13,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -247,6 +248,10 @@ type Filter struct {
 	// StatePending and now, the abandoned claims; for settled records,
 	// those settled before it.
 	LeaseBefore time.Time
+	// After keeps the records that come after it in the order of List
+	// (keyset pagination): pass the Cursor of the last record of a page to
+	// get the next page. The zero Cursor keeps every record.
+	After Cursor
 	// Limit caps the number of records (0: a store default of at least 100).
 	Limit int
 }
@@ -256,7 +261,67 @@ func (f Filter) Matches(r *Record, now time.Time) bool {
 	return !r.Expired(now) &&
 		(f.State == "" || r.State == f.State) &&
 		(f.RunID == "" || r.RunID == f.RunID) &&
-		(f.LeaseBefore.IsZero() || r.LeaseUntil.Before(f.LeaseBefore))
+		(f.LeaseBefore.IsZero() || r.LeaseUntil.Before(f.LeaseBefore)) &&
+		f.After.Before(r)
+}
+
+// Cursor is a position in the order List returns records in: ascending
+// LeaseUntil (at millisecond precision), then ascending Key. The zero
+// Cursor is before every record.
+type Cursor struct {
+	LeaseUntil time.Time
+	Key        string
+}
+
+// CursorOf returns the position of r in the order of List.
+func CursorOf(r *Record) Cursor { return Cursor{LeaseUntil: r.LeaseUntil, Key: r.Key} }
+
+// IsZero reports whether c is the zero Cursor, before every record.
+func (c Cursor) IsZero() bool { return c.Key == "" && c.LeaseUntil.IsZero() }
+
+// Compare returns -1, 0 or +1 as the position c is before, at or after d.
+// Times compare at millisecond precision, as stores keep them.
+func (c Cursor) Compare(d Cursor) int {
+	if c.IsZero() || d.IsZero() {
+		return cmp.Compare(b2i(!c.IsZero()), b2i(!d.IsZero()))
+	}
+	return cmp.Or(cmp.Compare(c.LeaseUntil.UnixMilli(), d.LeaseUntil.UnixMilli()), cmp.Compare(c.Key, d.Key))
+}
+
+// Before reports whether r comes after the position c (always, for the
+// zero Cursor).
+func (c Cursor) Before(r *Record) bool { return c.Compare(CursorOf(r)) < 0 }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Walk calls fn with every record f selects, in the order of List, one
+// page of f.Limit records (0: the store's default) at a time, so that the
+// memory it holds is one page whatever the ledger's size. It starts after
+// f.After and stops at the first error, of the store or of fn. Records
+// that are written while it walks may be seen or not (a record that moves
+// ahead of the walk's position is seen again at its new position), but a
+// record that exists unchanged for the whole walk is seen exactly once.
+func Walk(ctx context.Context, s Store, f Filter, fn func(*Record) error) error {
+	for {
+		page, err := s.List(ctx, f)
+		if err != nil {
+			return err
+		}
+		for i := range page {
+			if err := fn(&page[i]); err != nil {
+				return err
+			}
+		}
+		if len(page) == 0 || (f.Limit > 0 && len(page) < f.Limit) {
+			return nil
+		}
+		f.After = CursorOf(&page[len(page)-1])
+	}
 }
 
 // Store is a durable ledger of action records.
@@ -285,6 +350,13 @@ func (f Filter) Matches(r *Record, now time.Time) bool {
 // live claim.
 //
 // Get and List treat expired records as absent and return pending ones.
+// List returns the records f selects in ascending LeaseUntil, then Key
+// (the order of Cursor), at most f.Limit of them, the first ones after
+// f.After: paging with the Cursor of each page's last record (Walk) reaches
+// every record that exists unchanged for the whole walk exactly once,
+// however many records are written meanwhile. A store serves a listing by
+// state from an index, at a cost that grows with the page and the records
+// in that state, not with the whole ledger.
 // Every method is safe for concurrent use, also from several processes
 // where the backend is shared. Errors reaching the backend wrap
 // ErrUnavailable; a store that cannot work as configured returns ErrConfig

@@ -52,7 +52,7 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-var placeholderRE = regexp.MustCompile(`\{\{(table|index:[a-z_]+|func:[a-z_]+)\}\}`)
+var placeholderRE = regexp.MustCompile(`\{\{(table|q?index:[a-z_]+|func:[a-z_]+)\}\}`)
 
 // Migrate creates or upgrades the ledger table that cfg names (nil: the
 // defaults) to the version this package needs, in one transaction. The

@@ -270,6 +270,10 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	if !f.LeaseBefore.IsZero() {
 		arg("lease_until < $%d", ms(f.LeaseBefore))
 	}
+	if !f.After.IsZero() {
+		args = append(args, ms(f.After.LeaseUntil), f.After.Key) // args[0] is the mode
+		q += fmt.Sprintf(" AND (lease_until, key) > ($%d, $%d)", len(args)-2, len(args)-1)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit

@@ -835,6 +835,10 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		q += " AND lease_until < ?"
 		args = append(args, f.LeaseBefore.UnixMilli())
 	}
+	if !f.After.IsZero() {
+		q += " AND (lease_until, key) > (?, ?)"
+		args = append(args, f.After.LeaseUntil.UnixMilli(), f.After.Key)
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit

@@ -49,7 +49,10 @@
 //     of it (the Result of a done record included), in Previous.
 //   - Concurrent claims (64 goroutines on one key, 32 on a takeover) all
 //     return without error: a backend that throttles retries internally.
-//   - List returns records in any order; Limit 0 returns at least 100.
+//   - List returns records in (LeaseUntil, Key) order, after Filter.After;
+//     Limit 0 returns at least 100. Paging with the cursor of each page's
+//     last record returns every record a filter selects once, ties in
+//     LeaseUntil included, also while other records are written.
 //   - Result slices are not aliased: changing a slice passed to Complete or
 //     returned by Get, List or Claim does not change the stored record.
 //   - Purge (when the store is a ledger.Purger) deletes exactly the records
@@ -133,6 +136,8 @@ var cases = []struct {
 	{"Purge", testPurge},
 	{"List", testList},
 	{"ListDefaultLimit", testListDefaultLimit},
+	{"ListPages", testListPages},
+	{"ListPagesWhileWriting", testListPagesWhileWriting},
 	{"TooLarge", testTooLarge},
 	{"Invalid", testInvalid},
 	{"CancelledContext", testCancelledContext},
