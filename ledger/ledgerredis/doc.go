@@ -40,19 +40,30 @@
 //
 // # List, and Redis Cluster / Valkey Cluster
 //
-// Each bucket keeps two sorted sets, updated by the same scripts that write
-// the records: {prefix:b}:pending (the pending records by lease end, what a
-// sweeper looks for) and {prefix:b}:all (every record, by when its key
-// goes). The hash tag {prefix:b} puts a bucket's records and sets in one
-// hash slot, so every write script touches a single slot, as a cluster
-// requires. List runs a script per bucket, all buckets pipelined (on a
-// cluster go-redis sends each to the node that owns its slot), each reading
-// at most a page of its index per run, until the limit is reached; it drops
-// index entries whose record is gone. It reads record keys that the script
-// does not declare but that lie in the slot of its index, which Redis and
-// Valkey allow. A List is not a snapshot: records written while it runs may
-// or may not appear. A ledger spans at most Buckets (16) slots, which is
-// enough for the load a ledger puts on a cluster.
+// Each bucket keeps a sorted set per state, {prefix:b}:pending,
+// :uncertain, :done and :failed (the records in that state by lease end),
+// and {prefix:b}:all (every record, by when its key goes), all updated by
+// the same scripts that write the records; a write drops from them the
+// records whose keys have gone. The hash tag {prefix:b} puts a bucket's
+// records and sets in one hash slot, so every write script touches a
+// single slot, as a cluster requires. List reads the sets of the states
+// it asks for, a script per bucket and state, pipelined (on a cluster
+// go-redis sends each to the node that owns its slot), each from the
+// page's cursor and at most a page of its set per run, and merges them in
+// cursor order: listing the stuck records costs the stuck records, not the
+// ledger. It drops entries whose record is gone. It reads record keys that
+// the script does not declare but that lie in the slot of its set, which
+// Redis and Valkey allow. A List is not a snapshot: records written while
+// it runs may or may not appear. A ledger spans at most Buckets (16)
+// slots, which is enough for the load a ledger puts on a cluster.
+//
+// A ledger written by a version of this package without the uncertain,
+// done and failed sets is indexed by the first List of each Store: a
+// bucket without its marker key {prefix:b}:indexed is walked once through
+// its set of all records. Processes of the older version that still write
+// meanwhile (a rolling upgrade) leave their records out of those sets
+// until the marker expires with the bucket's set of all records; upgrade
+// every process of a ledger before relying on the sweeper.
 //
 // # Durability
 //

@@ -3,9 +3,10 @@ package ledgerredis
 import "github.com/redis/go-redis/v9"
 
 // The Lua scripts. Each runs atomically on the server and touches the keys
-// of one bucket only (one hash slot): KEYS[1] the record, KEYS[2] the
-// bucket's pending index, KEYS[3] the bucket's index of all records.
-// ARGV[1] is the action key (the member in both indexes) and ARGV[2] the
+// of one bucket only (one hash slot). The write scripts take KEYS[1] the
+// record, KEYS[2] the bucket's pending index, KEYS[3] the bucket's index of
+// all records, KEYS[4], [5] and [6] its uncertain, done and failed indexes;
+// ARGV[1] is the action key (the member of the indexes) and ARGV[2] the
 // store's clock in Unix milliseconds.
 //
 // Record fields (a hash): t tool, u run id, s state, o owner, l lease until
@@ -29,27 +30,43 @@ local function outlive(k, ttl)
   if cur == -1 or (cur >= 0 and cur < ttl) then redis.call('PEXPIRE', k, ttl) end
 end
 
+-- The index of each state: its records by lease end (LeaseUntil), so that
+-- List reads the records of a state, and only those, in cursor order.
+local stateIndex = {pending = 2, uncertain = 4, done = 5, failed = 6}
+
+-- prune drops from the indexes the records whose keys have gone (the
+-- index of all records is scored by when a key goes).
+local function prune(now)
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
+  for j = 1, #dead, 1000 do
+    local chunk = {unpack(dead, j, math.min(j + 999, #dead))}
+    for _, i in pairs(stateIndex) do redis.call('ZREM', KEYS[i], unpack(chunk)) end
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
+end
+
 -- keep sets the record's TTL and its place in the bucket's indexes. A
 -- pending record is kept for grace ms beyond its retention and its lease,
 -- so that a claim after both still sees it and takes it over; a settled one
 -- until a minute after its retention ends, so that a host whose clock is
 -- behind the writer's still reads a record that has not expired by its own
--- clock (readers apply expiry from the fields). The indexes live as long as
--- their longest-lived record: settling a record never lengthens its life,
--- so only pending records (claims, extensions) raise their TTL.
+-- clock (readers apply expiry from the fields). An index lives as long as
+-- its longest-lived record.
 local function keep(s, l, e, now, grace)
   local d = e + 60000
-  if s == 'pending' then
-    d = math.max(e, l, now) + grace
-    redis.call('ZADD', KEYS[2], l, ARGV[1])
-    outlive(KEYS[2], d - now)
-  else
-    redis.call('ZREM', KEYS[2], ARGV[1])
-  end
+  if s == 'pending' then d = math.max(e, l, now) + grace end
   if d <= now then d = now + 1 end
+  for st, i in pairs(stateIndex) do
+    if st == s then
+      redis.call('ZADD', KEYS[i], l, ARGV[1])
+      outlive(KEYS[i], d - now)
+    else
+      redis.call('ZREM', KEYS[i], ARGV[1])
+    end
+  end
   redis.call('PEXPIRE', KEYS[1], d - now)
   redis.call('ZADD', KEYS[3], d, ARGV[1])
-  if s == 'pending' then outlive(KEYS[3], d - now) end
+  outlive(KEYS[3], d - now)
 end
 `
 	luaToMap = `
@@ -91,8 +108,7 @@ if #prev > 0 then
   end
   redis.call('DEL', KEYS[1])
 end
--- Drop from the index of all records those whose keys have gone.
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[2])
+prune(ARGV[2])
 redis.call('HSET', KEYS[1], 't', ARGV[6], 'u', ARGV[7], 's', 'pending', 'o', ARGV[3],
   'l', ARGV[4], 'e', ARGV[5], 'f', ARGV[8], 'a', attempt, 'at', attemptAt, 'w', ARGV[2])
 keep('pending', tonumber(ARGV[4]), tonumber(ARGV[5]), now, tonumber(ARGV[9]))
@@ -145,43 +161,79 @@ keep('pending', l, e, now, tonumber(ARGV[5]))
 return 1
 `)
 
-// listScript reads one page of one bucket's index KEYS[1] (the pending
-// index scored by lease, or the index of all records scored by when their
-// key goes). ARGV[1] the records' key prefix, [2] now, [3] state or "",
-// [4] run id or "", [5] lease before (ms) or "", [6] limit, [7] offset,
-// [8] page size, [9] "p" for the pending index. It drops index entries
-// whose record is gone. Returns {next offset or -1, key, flat hash, ...}.
-var listScript = redis.NewScript(luaGone + luaToMap + `
-local now = tonumber(ARGV[2])
-local lb = tonumber(ARGV[5])
-local min, max = '(' .. ARGV[2], '+inf'
-if ARGV[9] == 'p' then
-  min = '-inf'
-  if lb then max = '(' .. ARGV[5] end
+// luaAfter finds where a walk of a sorted set resumes after the position
+// (score, member): the rank after the member when it is still there with
+// that score, else the rank of the first entry of that score, with the
+// entries of that score up to the member (in member order) to be skipped.
+const luaAfter = `
+local function after(key, score, member)
+  if not score then return 0, false end
+  local sc = redis.call('ZSCORE', key, member)
+  if sc and tonumber(sc) == score then return redis.call('ZRANK', key, member) + 1, false end
+  return redis.call('ZCOUNT', key, '-inf', '(' .. score), true
 end
-local limit, off, page = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local members = redis.call('ZRANGEBYSCORE', KEYS[1], min, max, 'LIMIT', off, page)
-local out, found, removed = {-1}, 0, 0
-for i, m in ipairs(members) do
-  local flat = redis.call('HGETALL', ARGV[1] .. m)
-  if #flat == 0 then
-    redis.call('ZREM', KEYS[1], m)
-    removed = removed + 1
-  else
+`
+
+// listScript reads one page of one state's index KEYS[1] (scored by lease
+// end) after a cursor. ARGV[1] the records' key prefix, [2] now, [3] the
+// state, [4] run id or "", [5] lease before (ms) or "", [6] the cursor's
+// lease end (ms) or "" for none, [7] its key, [8] the records wanted,
+// [9] the index entries to read at most. It drops entries whose record is
+// gone or has left the state. Returns {done (1: nothing after what was
+// read), lease and key of the last entry read (or the cursor), key, flat
+// hash, ...}.
+var listScript = redis.NewScript(luaGone + luaToMap + luaAfter + `
+local now = tonumber(ARGV[2])
+local lb, al, ak = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local want, page = tonumber(ARGV[8]), tonumber(ARGV[9])
+local start, skipTies = after(KEYS[1], al, ak)
+local entries = redis.call('ZRANGE', KEYS[1], start, start + page - 1, 'WITHSCORES')
+local out, found = {0, ARGV[6], ARGV[7]}, 0
+for i = 1, #entries, 2 do
+  local m, l = entries[i], tonumber(entries[i + 1])
+  if lb and l >= lb then
+    out[1] = 1
+    return out
+  end
+  if not (skipTies and l == al and m <= ak) then
+    out[2], out[3] = string.format('%.0f', l), m
+    local flat = redis.call('HGETALL', ARGV[1] .. m)
     local r = tomap(flat)
-    local l = tonumber(r.l)
-    if not gone(r.s, tonumber(r.e), now) and (ARGV[3] == '' or r.s == ARGV[3]) and
-      (ARGV[4] == '' or r.u == ARGV[4]) and (not lb or l < lb) then
+    if #flat == 0 or r.s ~= ARGV[3] then
+      redis.call('ZREM', KEYS[1], m)
+    elseif not gone(r.s, tonumber(r.e), now) and (ARGV[4] == '' or r.u == ARGV[4]) then
       out[#out + 1] = m
       out[#out + 1] = flat
       found = found + 1
-      if found >= limit then
-        out[1] = off + i - removed
-        return out
-      end
+      if found >= want then return out end
     end
   end
 end
-if #members == page then out[1] = off + #members - removed end
+if #entries < 2 * page then out[1] = 1 end
+return out
+`)
+
+// reindexScript puts the records of one bucket in their state's index,
+// one page of the index of all records KEYS[1] at a time: KEYS[2] to [5]
+// the pending, uncertain, done and failed indexes. ARGV[1] the records'
+// key prefix, [2] the score of the last entry done or "", [3] its member,
+// [4] the entries to read. Returns {done (1 or 0), score, member of the
+// last entry read}.
+var reindexScript = redis.NewScript(luaAfter + `
+local index = {pending = KEYS[2], uncertain = KEYS[3], done = KEYS[4], failed = KEYS[5]}
+local as, am = tonumber(ARGV[2]), ARGV[3]
+local start, skipTies = after(KEYS[1], as, am)
+local page = tonumber(ARGV[4])
+local entries = redis.call('ZRANGE', KEYS[1], start, start + page - 1, 'WITHSCORES')
+local out = {0, ARGV[2], ARGV[3]}
+for i = 1, #entries, 2 do
+  local m, d = entries[i], tonumber(entries[i + 1])
+  if not (skipTies and d == as and m <= am) then
+    local r = redis.call('HMGET', ARGV[1] .. m, 's', 'l')
+    if r[1] and index[r[1]] then redis.call('ZADD', index[r[1]], r[2], m) end
+    out[2], out[3] = string.format('%.0f', d), m
+  end
+end
+if #entries < 2 * page then out[1] = 1 end
 return out
 `)

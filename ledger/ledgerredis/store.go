@@ -8,10 +8,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -71,6 +73,9 @@ type Store struct {
 	wait         int
 	waitTimeout  time.Duration
 	pendingGrace int64 // ms
+
+	reindexMu sync.Mutex
+	reindexed bool // every bucket's state indexes are complete (indexed)
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -168,11 +173,15 @@ func (s *Store) bucket(key string) string {
 // tag returns the start of every key of bucket b: "{prefix:b}:".
 func (s *Store) tag(b int) string { return "{" + s.prefix + ":" + strconv.Itoa(b) + "}:" }
 
-// keys returns the record key and the bucket's two index keys.
+// keys returns the record key and the bucket's index keys, as the write
+// scripts take them.
 func (s *Store) keys(key string) []string {
 	t := s.bucket(key)
-	return []string{t + "r:" + key, t + "pending", t + "all"}
+	return []string{t + "r:" + key, t + "pending", t + "all", t + "uncertain", t + "done", t + "failed"}
 }
+
+// stateIndex returns the key of bucket b's index of the records in state.
+func (s *Store) stateIndex(b int, state ledger.State) string { return s.tag(b) + string(state) }
 
 // run runs a script on the keys of one bucket, followed in the same round
 // trip by WAIT when the store waits for replicas.
@@ -330,74 +339,147 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	return r, nil
 }
 
-// List implements ledger.Store. It reads every bucket's index (the pending
-// index when the filter asks for pending records), one page per script run,
-// the buckets pipelined, until the limit is reached. Records come in no
-// particular order.
+// List implements ledger.Store. Each bucket keeps an index of each
+// state's records by lease end; List reads the indexes of the states the
+// filter asks for, every bucket's, pipelined, and merges them in cursor
+// order, so that its cost grows with the page and the records of those
+// states, not with the whole ledger. A filter on the run is applied to the
+// records read.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.indexed(ctx); err != nil {
 		return nil, err
 	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
-	index, mode := "all", "a"
-	if f.State == ledger.StatePending {
-		index, mode = "pending", "p"
+	states := []ledger.State{ledger.StatePending, ledger.StateUncertain, ledger.StateDone, ledger.StateFailed}
+	if f.State != "" {
+		states = []ledger.State{f.State}
 	}
 	leaseBefore := ""
 	if !f.LeaseBefore.IsZero() {
-		leaseBefore = strconv.FormatInt(ms(f.LeaseBefore), 10)
+		// lease_until < LeaseBefore at millisecond precision: a stored
+		// millisecond m is before t exactly when m < ceil_ms(t).
+		before := ms(f.LeaseBefore)
+		if f.LeaseBefore.After(time.UnixMilli(before)) {
+			before++
+		}
+		leaseBefore = strconv.FormatInt(before, 10)
 	}
-	offsets := map[int]int64{} // of the buckets not read to the end
-	for b := range Buckets {
-		offsets[b] = 0
-	}
-	var out []ledger.Record
-	for len(out) < limit && len(offsets) > 0 {
+	fetch := func(ctx context.Context, reqs []listmerge.Request) ([]listmerge.Reply, error) {
 		now := ms(s.clock.Now())
-		cmds := map[int]*redis.Cmd{}
+		args := func(r listmerge.Request) (string, []any) {
+			b, state := r.Source/len(states), states[r.Source%len(states)]
+			afterLease := ""
+			if !r.After.IsZero() {
+				afterLease = strconv.FormatInt(ms(r.After.LeaseUntil), 10)
+			}
+			return s.stateIndex(b, state), []any{s.tag(b) + "r:", now, string(state), f.RunID, leaseBefore,
+				afterLease, r.After.Key, r.N, listPage}
+		}
+		cmds := make([]*redis.Cmd, len(reqs))
 		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for b, off := range offsets {
-				t := s.tag(b)
-				cmds[b] = listScript.EvalSha(ctx, p, []string{t + index}, t+"r:", now, string(f.State), f.RunID,
-					leaseBefore, limit-len(out), off, listPage, mode)
+			for i, r := range reqs {
+				index, a := args(r)
+				cmds[i] = listScript.EvalSha(ctx, p, []string{index}, a...)
 			}
 			return nil
 		})
 		if err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return nil, unavailable(err)
 		}
-		for b, cmd := range cmds {
+		replies := make([]listmerge.Reply, len(reqs))
+		for i, cmd := range cmds {
 			if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-				t := s.tag(b)
-				cmd = listScript.Run(ctx, s.c, []string{t + index}, t+"r:", now, string(f.State), f.RunID,
-					leaseBefore, limit-len(out), offsets[b], listPage, mode)
+				index, a := args(reqs[i])
+				cmd = listScript.Run(ctx, s.c, []string{index}, a...)
 			}
-			reply, err := cmd.Slice()
+			v, err := cmd.Slice()
 			if err != nil {
 				return nil, unavailable(err)
 			}
-			next, ok := reply[0].(int64)
-			if !ok || len(reply)%2 != 1 {
-				return nil, unexpected(reply)
-			}
-			for i := 1; i < len(reply); i += 2 {
-				r, err := decode(str(reply[i]), reply[i+1])
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, *r)
-			}
-			if next < 0 {
-				delete(offsets, b)
-			} else {
-				offsets[b] = next
+			if replies[i], err = listReply(v, reqs[i].After); err != nil {
+				return nil, err
 			}
 		}
+		return replies, nil
 	}
-	return out[:min(len(out), limit)], nil
+	return listmerge.Merge(ctx, Buckets*len(states), f.After, limit, fetch)
+}
+
+// listReply reads a reply of listScript to a request after the cursor.
+func listReply(v []any, after ledger.Cursor) (listmerge.Reply, error) {
+	if len(v) < 3 || len(v)%2 != 1 {
+		return listmerge.Reply{}, unexpected(v)
+	}
+	done, _ := v[0].(int64)
+	rep := listmerge.Reply{Done: done == 1, Next: after}
+	if lease, err := strconv.ParseInt(str(v[1]), 10, 64); err == nil {
+		rep.Next = ledger.Cursor{LeaseUntil: time.UnixMilli(lease).UTC(), Key: str(v[2])}
+	}
+	for i := 3; i < len(v); i += 2 {
+		r, err := decode(str(v[i]), v[i+1])
+		if err != nil {
+			return listmerge.Reply{}, err
+		}
+		rep.Records = append(rep.Records, *r)
+	}
+	return rep, nil
+}
+
+// indexed makes sure, once per Store, that every bucket's state indexes
+// hold the records written before those indexes existed (by a version of
+// this package that kept only the pending index and the index of all
+// records): a bucket without its marker key is walked once, a page of its
+// records per script run, and then marked for as long as its index of all
+// records lives. Walking again is harmless.
+func (s *Store) indexed(ctx context.Context) error {
+	s.reindexMu.Lock()
+	defer s.reindexMu.Unlock()
+	if s.reindexed {
+		return nil
+	}
+	for b := range Buckets {
+		t := s.tag(b)
+		n, err := s.c.Exists(ctx, t+"indexed").Result()
+		if err != nil {
+			return unavailable(err)
+		}
+		if n == 1 {
+			continue
+		}
+		keys := []string{t + "all", t + "pending", t + "uncertain", t + "done", t + "failed"}
+		score, member := "", ""
+		for {
+			v, err := reindexScript.Run(ctx, s.c, keys, t+"r:", score, member, listPage).Slice()
+			if err != nil {
+				return unavailable(err)
+			}
+			if len(v) != 3 {
+				return unexpected(v)
+			}
+			score, member = str(v[1]), str(v[2])
+			if done, _ := v[0].(int64); done == 1 {
+				break
+			}
+		}
+		ttl, err := s.c.PTTL(ctx, t+"all").Result()
+		if err != nil {
+			return unavailable(err)
+		}
+		if ttl <= 0 {
+			ttl = time.Duration(s.pendingGrace) * time.Millisecond
+		}
+		if err := s.c.Set(ctx, t+"indexed", "1", ttl).Err(); err != nil {
+			return unavailable(err)
+		}
+	}
+	s.reindexed = true
+	return nil
 }
 
 func flag(b bool) string {

@@ -339,8 +339,9 @@ func TestTakeoverAfterRetention(t *testing.T) {
 	}
 }
 
-// List drops index entries whose record the server deleted (its TTL ran
-// out), and the indexes carry a TTL so that an unused ledger goes away.
+// List drops the state index entries whose record the server deleted (its
+// TTL ran out; the index of all records drops it by its score at the next
+// write), and the indexes carry a TTL so that an unused ledger goes away.
 func TestListDropsDeletedRecords(t *testing.T) {
 	t.Parallel()
 	clock := ledgertest.NewClock(t0)
@@ -370,10 +371,10 @@ func TestListDropsDeletedRecords(t *testing.T) {
 		}
 	}
 	bucket, live := strings.TrimSuffix(deleted, "r:k-1"), strings.TrimSuffix(recKey("k-0"), "r:k-0")
+	if n, err := rc.ZScore(ctx, bucket+"pending", "k-1").Result(); !errors.Is(err, redis.Nil) {
+		t.Errorf("pending index still holds the deleted record: %v, %v", n, err)
+	}
 	for _, index := range []string{"pending", "all"} {
-		if n, err := rc.ZScore(ctx, bucket+index, "k-1").Result(); !errors.Is(err, redis.Nil) {
-			t.Errorf("%s index still holds the deleted record: %v, %v", index, n, err)
-		}
 		if d, err := rc.PTTL(ctx, live+index).Result(); err != nil || d <= 0 {
 			t.Errorf("%s index TTL = %v, %v; want one", index, d, err)
 		}
@@ -503,4 +504,95 @@ func mustParse(t *testing.T, url string) *redis.Options {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// A ledger written before the state indexes existed (only the pending
+// index and the index of all records) is indexed by the first List of a
+// Store: its uncertain, done and failed records are listed.
+func TestListIndexesOlderLedger(t *testing.T) {
+	t.Parallel()
+	clock := ledgertest.NewClock(t0)
+	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
+	ctx := context.Background()
+	want := map[ledger.State]int{}
+	for i := range 40 {
+		p := params(fmt.Sprintf("k-%02d", i), "owner-a", t0)
+		if _, err := store.Claim(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		state := []ledger.State{ledger.StatePending, ledger.StateUncertain, ledger.StateDone, ledger.StateFailed}[i%4]
+		var err error
+		switch state {
+		case ledger.StateUncertain:
+			err = store.Fail(ctx, p.Key, p.Owner, ledger.Failure{Reason: "timeout"})
+		case ledger.StateFailed:
+			err = store.Fail(ctx, p.Key, p.Owner, ledger.Failure{Definite: true, Reason: "no"})
+		case ledger.StateDone:
+			err = store.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "ok"})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[state]++
+	}
+	// What the older version left: no settled state indexes, no markers.
+	for b := range ledgerredis.Buckets {
+		tag := fmt.Sprintf("{%s:%d}:", prefix, b)
+		if err := rc.Del(ctx, tag+"uncertain", tag+"done", tag+"failed", tag+"indexed").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := ledgerredis.New(rc, &ledgerredis.Config{Clock: clock, Prefix: prefix})
+	for state, n := range want {
+		recs, err := fresh.List(ctx, ledger.Filter{State: state})
+		if err != nil || len(recs) != n {
+			t.Errorf("List(%s) after the upgrade: %d records, %v; want %d", state, len(recs), err, n)
+		}
+	}
+	if n, err := rc.Exists(ctx, "{"+prefix+":0}:indexed").Result(); err != nil || n != 1 {
+		t.Errorf("bucket 0 not marked indexed: %v, %v", n, err)
+	}
+}
+
+// A record whose key has gone leaves its state's index at the next write
+// of its bucket, whether or not anything lists that state.
+func TestGoneRecordsLeaveStateIndexes(t *testing.T) {
+	t.Parallel()
+	clock := ledgertest.NewClock(t0)
+	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
+	ctx := context.Background()
+	bucketOf := func(key string) string {
+		t.Helper()
+		keys, err := rc.Keys(ctx, "{"+prefix+":*}:r:"+key).Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatal(keys, err)
+		}
+		return strings.TrimSuffix(keys[0], "r:"+key)
+	}
+	p := params("k-done", "owner-a", t0)
+	if _, err := store.Claim(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	bucket := bucketOf(p.Key)
+	if _, err := rc.ZScore(ctx, bucket+"done", p.Key).Result(); err != nil {
+		t.Fatalf("done index lacks the record: %v", err)
+	}
+	// Past the key's life (retention and a minute), another record of the
+	// same bucket is claimed.
+	clock.Advance(time.Hour + 2*time.Minute)
+	for i := 0; ; i++ {
+		q := params(fmt.Sprintf("k-other-%d", i), "owner-b", clock.Now())
+		if _, err := store.Claim(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		if bucketOf(q.Key) == bucket {
+			break
+		}
+	}
+	if n, err := rc.ZScore(ctx, bucket+"done", p.Key).Result(); !errors.Is(err, redis.Nil) {
+		t.Errorf("done index still holds the gone record: %v, %v", n, err)
+	}
 }
