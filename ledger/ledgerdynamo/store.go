@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -400,9 +404,10 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 }
 
 // List queries the state-lease_until index, one state at a time (all four
-// when the filter sets none), in ascending LeaseUntil within a state.
-// Index reads are eventually consistent: on DynamoDB a write may take a
-// moment to show.
+// when the filter sets none, merged in cursor order), each from the
+// filter's cursor in ascending LeaseUntil; records of equal LeaseUntil are
+// ordered by key in the store. Index reads are eventually consistent: on
+// DynamoDB a write may take a moment to show.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -418,74 +423,111 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	if limit <= 0 {
 		limit = s.cfg.ListLimit
 	}
+	fetch := func(ctx context.Context, reqs []listmerge.Request) ([]listmerge.Reply, error) {
+		replies := make([]listmerge.Reply, len(reqs))
+		g, ctx := errgroup.WithContext(ctx)
+		for i, r := range reqs {
+			g.Go(func() (err error) {
+				replies[i], err = s.listState(ctx, states[r.Source], f, r.After, r.N)
+				return err
+			})
+		}
+		return replies, g.Wait()
+	}
+	return listmerge.Merge(ctx, len(states), f.After, limit, fetch)
+}
+
+// listState reads up to n records of one state after the cursor from the
+// index. The index orders records of equal LeaseUntil arbitrarily, so it
+// reads on past the n-th record while LeaseUntil stays the same, and sorts.
+func (s *Store) listState(ctx context.Context, state ledger.State, f ledger.Filter, after ledger.Cursor, n int) (listmerge.Reply, error) {
 	now := s.cfg.Clock.Now()
 	keyCond := "#state = :state"
-	var filters []string
-	layoutFilter, values := s.lay.filter()
-	if layoutFilter != "" {
-		filters = append(filters, layoutFilter)
+	filters, values := []string{}, item{}
+	if layoutFilter, v := s.lay.filter(); layoutFilter != "" {
+		filters, values = append(filters, layoutFilter), v
+	}
+	values[":state"] = sv(string(state))
+	switch {
+	case !f.LeaseBefore.IsZero() && !after.IsZero():
+		keyCond += " AND #lease_until BETWEEN :after AND :last"
+	case !f.LeaseBefore.IsZero():
+		keyCond += " AND #lease_until <= :last"
+	case !after.IsZero():
+		keyCond += " AND #lease_until >= :after"
 	}
 	if !f.LeaseBefore.IsZero() {
 		// lease_until < LeaseBefore, at millisecond precision: a stored
 		// millisecond m is before t exactly when m < ceil_ms(t).
-		keyCond += " AND #lease_until < :before"
 		before := millis(f.LeaseBefore)
 		if f.LeaseBefore.After(time.UnixMilli(before)) {
 			before++
 		}
-		values[":before"] = nv(before)
+		values[":last"] = nv(before - 1)
+	}
+	if !after.IsZero() {
+		values[":after"] = nv(millis(after.LeaseUntil))
 	}
 	if f.RunID != "" {
 		filters = append(filters, "#run_id = :run")
 		values[":run"] = sv(f.RunID)
 	}
-	var recs []ledger.Record
-	for _, state := range states {
-		values[":state"] = sv(string(state))
-		// A pending record never expires; the others are absent once
-		// their retention has run out.
-		filter := strings.Join(filters, " AND ")
-		delete(values, ":now_s")
-		if state != ledger.StatePending {
-			filter = strings.Join(append([]string{"#expires_at > :now_s"}, filters...), " AND ")
-			values[":now_s"] = nv(seconds(now))
+	// A pending record never expires; the others are absent once their
+	// retention has run out.
+	if state != ledger.StatePending {
+		filters = append(filters, "#expires_at > :now_s")
+		values[":now_s"] = nv(seconds(now))
+	}
+	filter := strings.Join(filters, " AND ")
+	var (
+		recs  []ledger.Record
+		start item
+		cut   bool // records after the last one read remain
+	)
+	for !cut {
+		in := &dynamodb.QueryInput{
+			TableName:                 aws.String(s.table),
+			IndexName:                 aws.String(s.lay.index),
+			KeyConditionExpression:    aws.String(keyCond),
+			FilterExpression:          optional(filter),
+			ExpressionAttributeNames:  s.lay.names(keyCond, filter),
+			ExpressionAttributeValues: values,
+			ExclusiveStartKey:         start,
+			Limit:                     aws.Int32(int32(min(max(n-len(recs), 1), 1000))),
 		}
-		var start item
-		for len(recs) < limit {
-			in := &dynamodb.QueryInput{
-				TableName:                 aws.String(s.table),
-				IndexName:                 aws.String(s.lay.index),
-				KeyConditionExpression:    aws.String(keyCond),
-				FilterExpression:          optional(filter),
-				ExpressionAttributeNames:  s.lay.names(keyCond, filter),
-				ExpressionAttributeValues: values,
-				ExclusiveStartKey:         start,
-				Limit:                     aws.Int32(int32(min(limit-len(recs), 1000))),
-			}
-			var out *dynamodb.QueryOutput
-			err := s.do(ctx, "list", func(ctx context.Context) (err error) {
-				out, err = s.api.Query(ctx, in, noSDKRetry)
-				return err
-			})
+		var out *dynamodb.QueryOutput
+		err := s.do(ctx, "list", func(ctx context.Context) (err error) {
+			out, err = s.api.Query(ctx, in, noSDKRetry)
+			return err
+		})
+		if err != nil {
+			return listmerge.Reply{}, err
+		}
+		for _, it := range out.Items {
+			rec, err := s.lay.decode(it)
 			if err != nil {
-				return nil, err
+				return listmerge.Reply{}, unavailable("list", err)
 			}
-			for _, it := range out.Items {
-				rec, err := s.lay.decode(it)
-				if err != nil {
-					return nil, unavailable("list", err)
-				}
-				if len(recs) < limit {
-					recs = append(recs, *rec)
-				}
+			if !after.Before(rec) {
+				continue // a tie of the cursor's LeaseUntil, up to its key
 			}
-			if len(out.LastEvaluatedKey) == 0 {
+			if len(recs) >= n && !rec.LeaseUntil.Equal(recs[n-1].LeaseUntil) {
+				cut = true
 				break
 			}
-			start = out.LastEvaluatedKey
+			recs = append(recs, *rec)
+		}
+		start = out.LastEvaluatedKey
+		if len(start) == 0 {
+			break
 		}
 	}
-	return recs, nil
+	slices.SortFunc(recs, func(a, b ledger.Record) int { return ledger.CursorOf(&a).Compare(ledger.CursorOf(&b)) })
+	rep := listmerge.Reply{Records: recs[:min(n, len(recs))], Next: after, Done: !cut && len(start) == 0 && len(recs) <= n}
+	if len(rep.Records) > 0 {
+		rep.Next = ledger.CursorOf(&rep.Records[len(rep.Records)-1])
+	}
+	return rep, nil
 }
 
 // optional returns nil for an empty expression, which DynamoDB refuses.
