@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,9 +70,10 @@ type Report struct {
 // owner vanished, and uncertain ones. It is safe to run in several
 // processes at once: it claims a record before it writes to it.
 type Sweeper struct {
-	store ledger.Store
-	recs  map[string]client.Reconciler
-	cfg   SweeperConfig
+	store     ledger.Store
+	recs      map[string]client.Reconciler
+	cfg       SweeperConfig
+	cursorKey string
 }
 
 // NewSweeper returns a sweeper over store for the given tools (the same
@@ -100,7 +103,7 @@ func NewSweeper(store ledger.Store, tools []client.Tool, cfg *SweeperConfig) *Sw
 	for _, t := range tools {
 		recs[t.Name] = t.Reconciler
 	}
-	return &Sweeper{store: store, recs: recs, cfg: c}
+	return &Sweeper{store: store, recs: recs, cfg: c, cursorKey: CursorKey(c.RunID)}
 }
 
 func randomOwner() string {
@@ -110,11 +113,25 @@ func randomOwner() string {
 }
 
 // Sweep lists the stuck records and reconciles each. The error joins the
-// per-record errors (also counted in Report.Errors); a failed listing
-// returns at once.
+// per-record errors (also counted in Report.Errors) and a failure to keep
+// the sweep's position; a failed listing returns at once.
+//
+// Each sweep examines up to Limit abandoned pending records and Limit
+// uncertain ones, in the order of ledger.Cursor (oldest lease first),
+// starting after the last record the previous sweep examined and going
+// round to the oldest when it reaches the newest: the records a sweep
+// cannot settle do not hold back the others, and every stuck record is
+// examined within ceil(stuck/Limit) sweeps, plus one for those that became
+// stuck meanwhile. The position is kept in the ledger (see CursorKey), so
+// this holds also when every sweep is a fresh process. A sweep writes
+// nothing to a record it cannot settle.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	now := s.cfg.Clock.Now()
-	pending, err := s.store.List(ctx, ledger.Filter{State: ledger.StatePending, RunID: s.cfg.RunID, LeaseBefore: now, Limit: s.cfg.Limit})
+	from, err := s.position(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	pending, nextPending, err := s.round(ctx, ledger.Filter{State: ledger.StatePending, RunID: s.cfg.RunID, LeaseBefore: now}, from.Pending)
 	if err != nil {
 		return Report{}, fmt.Errorf("reconcile: sweep: list pending: %w", err)
 	}
@@ -122,7 +139,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	if s.cfg.MinAge > 0 {
 		settledBefore = now.Add(-s.cfg.MinAge)
 	}
-	uncertain, err := s.store.List(ctx, ledger.Filter{State: ledger.StateUncertain, RunID: s.cfg.RunID, LeaseBefore: settledBefore, Limit: s.cfg.Limit})
+	uncertain, nextUncertain, err := s.round(ctx, ledger.Filter{State: ledger.StateUncertain, RunID: s.cfg.RunID, LeaseBefore: settledBefore}, from.Uncertain)
 	if err != nil {
 		return Report{}, fmt.Errorf("reconcile: sweep: list uncertain: %w", err)
 	}
@@ -132,6 +149,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		errs []error
 		g    errgroup.Group
 	)
+	if next := (position{Pending: nextPending, Uncertain: nextUncertain}); next != from {
+		if err := s.keep(ctx, next); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	g.SetLimit(s.cfg.Concurrency)
 	for _, rec := range append(pending, uncertain...) {
 		g.Go(func() error {
@@ -157,6 +179,48 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	}
 	_ = g.Wait()
 	return rep, errors.Join(errs...)
+}
+
+// round lists up to Limit records f selects, starting after the cursor
+// from and, when it reaches the last record, going on from the first one up
+// to from. It returns them with the cursor the next sweep starts after (the
+// last record listed, or the zero cursor after a round that reached the end
+// and did not wrap).
+func (s *Sweeper) round(ctx context.Context, f ledger.Filter, from ledger.Cursor) ([]ledger.Record, ledger.Cursor, error) {
+	f.After, f.Limit = from, s.cfg.Limit
+	recs, err := s.list(ctx, f)
+	if err != nil || len(recs) == s.cfg.Limit {
+		return recs, cursorAfter(recs), err
+	}
+	if from.IsZero() {
+		return recs, ledger.Cursor{}, nil // every record, from the first
+	}
+	f.After, f.Limit = ledger.Cursor{}, s.cfg.Limit-len(recs)
+	head, err := s.list(ctx, f)
+	if err != nil {
+		return nil, ledger.Cursor{}, err
+	}
+	n := 0
+	for n < len(head) && ledger.CursorOf(&head[n]).Compare(from) <= 0 {
+		n++
+	}
+	if n == 0 {
+		return recs, ledger.Cursor{}, nil
+	}
+	return append(recs, head[:n]...), ledger.CursorOf(&head[n-1]), nil
+}
+
+// list lists f without the record that keeps the sweep's position.
+func (s *Sweeper) list(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	recs, err := s.store.List(ctx, f)
+	return slices.DeleteFunc(recs, func(r ledger.Record) bool { return r.Key == s.cursorKey }), err
+}
+
+func cursorAfter(recs []ledger.Record) ledger.Cursor {
+	if len(recs) == 0 {
+		return ledger.Cursor{}
+	}
+	return ledger.CursorOf(&recs[len(recs)-1])
 }
 
 // sweepOne settles one stuck record. It returns the state it left the
@@ -303,4 +367,96 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// CursorTool is the tool name of the record in which a sweeper keeps its
+// position (see CursorKey). Sweepers leave that record out of what they
+// examine.
+const CursorTool = "idemkit/sweeper"
+
+// CursorKey returns the key of the record in which the sweepers of run
+// (empty: of the whole ledger) keep the position their next sweep starts
+// after. It is a failed record of tool CursorTool whose Reason holds the
+// position, written by a claim and a definite failure as any record is,
+// kept for CursorRetention after each sweep, so that every ledger keeps it
+// and a fresh process finds it. It is not a hash like an action key, so
+// it never names an action.
+func CursorKey(run string) string { return CursorTool + "/" + run }
+
+// CursorRetention is how long a sweeper's position is kept after the sweep
+// that wrote it. A sweep that finds none starts from the oldest record.
+const CursorRetention = 30 * 24 * time.Hour
+
+// position is where the next sweep starts, per state.
+type position struct {
+	Pending, Uncertain ledger.Cursor
+}
+
+type positionJSON struct {
+	PendingLease   int64  `json:"pending_lease,omitempty"`
+	PendingKey     string `json:"pending_key,omitempty"`
+	UncertainLease int64  `json:"uncertain_lease,omitempty"`
+	UncertainKey   string `json:"uncertain_key,omitempty"`
+}
+
+func cursorJSON(c ledger.Cursor) (int64, string) {
+	if c.IsZero() {
+		return 0, ""
+	}
+	return c.LeaseUntil.UnixMilli(), c.Key
+}
+
+func jsonCursor(ms int64, key string) ledger.Cursor {
+	if key == "" {
+		return ledger.Cursor{}
+	}
+	return ledger.Cursor{LeaseUntil: time.UnixMilli(ms).UTC(), Key: key}
+}
+
+// position reads where the previous sweep stopped: the zero position when
+// no sweep left one (or another sweeper is writing it right now).
+func (s *Sweeper) position(ctx context.Context) (position, error) {
+	rec, err := s.store.Get(ctx, s.cursorKey)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return position{}, nil
+	case err != nil:
+		return position{}, fmt.Errorf("reconcile: sweep: read the position: %w", err)
+	case rec.State != ledger.StateFailed || rec.Tool != CursorTool:
+		return position{}, nil
+	}
+	var p positionJSON
+	if err := json.Unmarshal([]byte(rec.Reason), &p); err != nil {
+		return position{}, nil // not a position this version wrote: start over
+	}
+	return position{Pending: jsonCursor(p.PendingLease, p.PendingKey), Uncertain: jsonCursor(p.UncertainLease, p.UncertainKey)}, nil
+}
+
+// keep writes where the next sweep starts: a claim of the position record
+// and a definite failure whose reason holds the position. When another
+// sweeper holds the record, its position stands.
+func (s *Sweeper) keep(ctx context.Context, next position) error {
+	var p positionJSON
+	p.PendingLease, p.PendingKey = cursorJSON(next.Pending)
+	p.UncertainLease, p.UncertainKey = cursorJSON(next.Uncertain)
+	reason, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Clock.Now()
+	owner := s.cfg.NewOwner()
+	wctx, cancel := writeContext(ctx)
+	defer cancel()
+	cr, err := s.store.Claim(wctx, ledger.ClaimParams{Key: s.cursorKey, Tool: CursorTool, RunID: s.cfg.RunID, Owner: owner,
+		LeaseUntil: now.Add(time.Minute), Fingerprint: CursorTool, ExpiresAt: now.Add(CursorRetention)})
+	switch {
+	case err != nil:
+		return fmt.Errorf("reconcile: sweep: keep the position: %w", err)
+	case !cr.Claimed:
+		return nil
+	}
+	if err := s.store.Fail(wctx, s.cursorKey, owner, ledger.Failure{Definite: true, Reason: string(reason)}); err != nil {
+		return fmt.Errorf("reconcile: sweep: keep the position: %w", err)
+	}
+	return nil
 }
