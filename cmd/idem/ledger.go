@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -202,13 +203,15 @@ func newLedgerLsCmd() *cobra.Command {
 		state, run, tool string
 		olderThan        time.Duration
 		limit, page      int
-		scan             int
 		asJSON           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List records, newest first",
-		Args:  cobra.NoArgs,
+		Long: "List records, newest first, a page at a time. It reads the whole ledger (or the records of\n" +
+			"--state or --run), a page of the ledger at a time, keeping only the records of the page it\n" +
+			"prints, and says how many records matched in all.",
+		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)
 	f := cmd.Flags()
@@ -218,74 +221,211 @@ func newLedgerLsCmd() *cobra.Command {
 	f.DurationVar(&olderThan, "older-than", 0, "only records last written more than this long ago")
 	f.IntVar(&limit, "limit", 50, "records per page")
 	f.IntVar(&page, "page", 1, "page to print (1 is the newest)")
-	f.IntVar(&scan, "scan", 10000, "read at most this many records from the ledger")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		st, err := parseState(state)
 		if err != nil {
 			return err
 		}
-		if limit < 1 || page < 1 || scan < 1 || olderThan < 0 {
-			return usageErr("--limit, --page and --scan are positive, --older-than is not negative", "invalid paging or age")
+		if limit < 1 || page < 1 || olderThan < 0 {
+			return usageErr("--limit and --page are positive, --older-than is not negative", "invalid paging or age")
 		}
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			recs, err := l.List(ctx, ledger.Filter{State: st, RunID: run, Limit: scan})
+			now := time.Now()
+			// The newest page*limit records matched, newest first.
+			var (
+				top   []ledger.Record
+				total int
+			)
+			newer := func(a, b ledger.Record) int {
+				return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), strings.Compare(a.Key, b.Key))
+			}
+			err := ledger.Walk(ctx, l, ledger.Filter{State: st, RunID: run, Limit: listPage}, func(r *ledger.Record) error {
+				if (tool != "" && r.Tool != tool) || (olderThan > 0 && !r.UpdatedAt.Before(now.Add(-olderThan))) {
+					return nil
+				}
+				total++
+				i, _ := slices.BinarySearchFunc(top, *r, newer)
+				if i < page*limit {
+					top = slices.Insert(top, i, *r)
+					top = top[:min(len(top), page*limit)]
+				}
+				return nil
+			})
 			if err != nil {
 				return ledgerErr(err)
 			}
-			if len(recs) == scan {
-				fmt.Fprintf(cmd.ErrOrStderr(), "idem: read the first %d records only; narrow with --state or --run, or raise --scan\n", scan)
+			from := min((page-1)*limit, len(top))
+			if !asJSON && total > 0 && (from > 0 || len(top) < total) {
+				defer fmt.Fprintf(cmd.ErrOrStderr(), "idem: records %d to %d of %d, newest first%s\n",
+					min(from+1, total), len(top), total, morePages(len(top) < total, page))
 			}
-			now := time.Now()
-			recs = slices.DeleteFunc(recs, func(r ledger.Record) bool {
-				return (tool != "" && r.Tool != tool) || (olderThan > 0 && !r.UpdatedAt.Before(now.Add(-olderThan)))
-			})
-			slices.SortStableFunc(recs, func(a, b ledger.Record) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
-			from := min((page-1)*limit, len(recs))
-			to := min(from+limit, len(recs))
-			if to < len(recs) && !asJSON {
-				defer fmt.Fprintf(cmd.ErrOrStderr(), "idem: %d more; see --page %d\n", len(recs)-to, page+1)
-			}
-			return printRecords(cmd, recs[from:to], asJSON)
+			return printRecords(cmd, top[from:], asJSON)
 		})
 	}
 	return cmd
 }
 
+// morePages says how to see the next page, if there is one.
+func morePages(more bool, page int) string {
+	if !more {
+		return ""
+	}
+	return fmt.Sprintf("; --page %d for the next", page+1)
+}
+
+// listPage is how many records the listing commands read from the ledger
+// at a time.
+const listPage = 1000
+
 func newLedgerStuckCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON, all bool
+		limit       int
+	)
 	cmd := &cobra.Command{
 		Use:   "stuck",
 		Short: "List pending records past their lease, and uncertain ones, oldest first",
-		Args:  cobra.NoArgs,
+		Long: "List pending records past their lease, and uncertain ones, oldest lease first: the first\n" +
+			"--limit of them, with how many there are in all, or every one with --all (read and printed a\n" +
+			"page at a time, in tables of 1000 rows).",
+		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&all, "all", false, "print every stuck record")
+	cmd.Flags().IntVar(&limit, "limit", 1000, "print at most this many records")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if limit < 1 {
+			return usageErr("--limit is positive", "invalid limit")
+		}
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			recs, err := stuck(ctx, l, time.Now())
-			if err != nil {
+			out := &recordStream{cmd: cmd, asJSON: asJSON, now: time.Now()}
+			total := 0
+			err := stuck(ctx, l, out.now, func(r *ledger.Record) error {
+				total++
+				if all || total <= limit {
+					return out.add(r)
+				}
+				return nil
+			})
+			if err := errors.Join(err, out.close()); err != nil {
 				return ledgerErr(err)
 			}
-			return printRecords(cmd, recs, asJSON)
+			if !all && total > limit {
+				fmt.Fprintf(cmd.ErrOrStderr(), "idem: %d of %d stuck records, oldest first; --all for every one, or a higher --limit\n",
+					limit, total)
+			}
+			return nil
 		})
 	}
 	return cmd
 }
 
-// stuck lists the records a sweep would examine, oldest first.
-func stuck(ctx context.Context, s ledger.Store, now time.Time) ([]ledger.Record, error) {
-	pending, err := s.List(ctx, ledger.Filter{State: ledger.StatePending, LeaseBefore: now})
-	if err != nil {
-		return nil, err
+// stuck calls fn with the records a sweep would examine (pending past its
+// lease at now, and uncertain), oldest lease first, reading a page of each
+// state at a time.
+func stuck(ctx context.Context, s ledger.Store, now time.Time, fn func(*ledger.Record) error) error {
+	pending := &pager{s: s, f: ledger.Filter{State: ledger.StatePending, LeaseBefore: now, Limit: listPage}}
+	uncertain := &pager{s: s, f: ledger.Filter{State: ledger.StateUncertain, Limit: listPage}}
+	for {
+		p, err := pending.peek(ctx)
+		if err != nil {
+			return err
+		}
+		u, err := uncertain.peek(ctx)
+		if err != nil {
+			return err
+		}
+		next := pending
+		switch {
+		case p == nil && u == nil:
+			return nil
+		case p == nil || (u != nil && ledger.CursorOf(u).Compare(ledger.CursorOf(p)) < 0):
+			next = uncertain
+		}
+		r, _ := next.peek(ctx)
+		next.buf = next.buf[1:]
+		if err := fn(r); err != nil {
+			return err
+		}
 	}
-	uncertain, err := s.List(ctx, ledger.Filter{State: ledger.StateUncertain})
-	if err != nil {
-		return nil, err
+}
+
+// pager reads a listing a page at a time.
+type pager struct {
+	s    ledger.Store
+	f    ledger.Filter
+	buf  []ledger.Record
+	done bool
+}
+
+// peek returns the next record, nil at the end.
+func (p *pager) peek(ctx context.Context) (*ledger.Record, error) {
+	if len(p.buf) == 0 && !p.done {
+		page, err := p.s.List(ctx, p.f)
+		if err != nil {
+			return nil, err
+		}
+		p.buf, p.done = page, len(page) < p.f.Limit
+		if len(page) > 0 {
+			p.f.After = ledger.CursorOf(&page[len(page)-1])
+		}
 	}
-	recs := append(pending, uncertain...)
-	slices.SortStableFunc(recs, func(a, b ledger.Record) int { return a.UpdatedAt.Compare(b.UpdatedAt) })
-	return recs, nil
+	if len(p.buf) == 0 {
+		return nil, nil
+	}
+	return &p.buf[0], nil
+}
+
+// recordStream prints records as they come: a JSON array written element
+// by element, or tables of up to listPage rows.
+type recordStream struct {
+	cmd    *cobra.Command
+	asJSON bool
+	now    time.Time
+	n      int
+	rows   []ledger.Record
+}
+
+func (w *recordStream) add(r *ledger.Record) error {
+	w.n++
+	if !w.asJSON {
+		w.rows = append(w.rows, *r)
+		if len(w.rows) == listPage {
+			recordTable(w.cmd, w.rows, w.now)
+			w.rows = w.rows[:0]
+		}
+		return nil
+	}
+	b, err := json.MarshalIndent(toJSON(r), "  ", "  ")
+	if err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if w.n == 1 {
+		sep = "[\n  "
+	}
+	_, err = fmt.Fprint(w.cmd.OutOrStdout(), sep+string(b))
+	return err
+}
+
+func (w *recordStream) close() error {
+	out := w.cmd.OutOrStdout()
+	switch {
+	case w.asJSON && w.n == 0:
+		_, err := fmt.Fprintln(out, "[]")
+		return err
+	case w.asJSON:
+		_, err := fmt.Fprintln(out, "\n]")
+		return err
+	case w.n == 0:
+		_, err := fmt.Fprintln(out, "no records")
+		return err
+	case len(w.rows) > 0:
+		recordTable(w.cmd, w.rows, w.now)
+	}
+	return nil
 }
 
 func newLedgerShowCmd() *cobra.Command {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -250,4 +251,70 @@ func TestLedgerDynamoDBUnreachable(t *testing.T) {
 	idem(t, awsEnv, "ledger", "ls", "--ledger", url).wantError(t, exitOperational, "unavailable", "reachable")
 	idem(t, awsEnv, "ledger", "show", "k", "--ledger", url).wantError(t, exitOperational, "unavailable")
 	idem(t, awsEnv, "ledger", "init", "--ledger", url).wantError(t, exitOperational, "create table", "connection refused")
+}
+
+// More stuck records than the default limit: stuck prints the first
+// ones, oldest first, and says how many there are; --all prints every one;
+// ls says which of how many records it printed.
+func TestLedgerListingsBeyondTheLimit(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	clock := ledgertest.NewClock(time.Now().Add(-time.Hour))
+	s, err := ledgersqlite.Open(context.Background(), path, &ledgersqlite.Config{Clock: clock, Synchronous: ledgersqlite.SyncNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1205 // above the default --limit (1000) and a page of the store
+	ctx := context.Background()
+	var want []string
+	for i := range n {
+		key := fmt.Sprintf("k-%04d", i)
+		now := clock.Now()
+		if _, err := s.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-a", Owner: "o",
+			LeaseUntil: now.Add(time.Second), Fingerprint: "fp", ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 { // uncertain, settled now; the others lapse a second later
+			if err := s.Fail(ctx, key, "o", ledger.Failure{Reason: "timeout"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = append(want, key)
+		clock.Advance(2 * time.Second)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	url := "sqlite://" + path
+
+	ok := func(r result) result {
+		t.Helper()
+		if r.code != 0 {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+		}
+		return r
+	}
+	r := ok(idem(t, nil, "ledger", "stuck", "--ledger", url, "--json"))
+	if got := keysOf(t, r.stdout); !slices.Equal(got, want[:1000]) {
+		t.Errorf("stuck: %d records (%.3v...), want the oldest 1000", len(got), got)
+	}
+	if !strings.Contains(r.stderr, "1000 of 1205 stuck records") || !strings.Contains(r.stderr, "--all") {
+		t.Errorf("stuck does not say what it cut: %q", r.stderr)
+	}
+	r = idem(t, nil, "ledger", "stuck", "--ledger", url, "--json", "--all").wantOK(t)
+	if got := keysOf(t, r.stdout); !slices.Equal(got, want) || r.stderr != "" {
+		t.Errorf("stuck --all: %d records, stderr %q; want all %d in order", len(got), r.stderr, n)
+	}
+	r = idem(t, nil, "ledger", "stuck", "--ledger", url, "--all").wantOK(t)
+	if rows := lines(r.stdout); len(rows) != n+2 { // two tables, each with its header
+		t.Errorf("stuck --all as tables: %d lines, want %d", len(rows), n+2)
+	}
+
+	r = ok(idem(t, nil, "ledger", "ls", "--ledger", url, "--limit", "100", "--page", "12"))
+	if rows := lines(r.stdout); len(rows) != 101 || !strings.HasPrefix(rows[1], "k-0104") {
+		t.Errorf("ls page 12: %d lines starting %q, want a header and 100 records from k-0104", len(rows), rows[:min(2, len(rows))])
+	}
+	if !strings.Contains(r.stderr, "records 1101 to 1200 of 1205") || !strings.Contains(r.stderr, "--page 13") {
+		t.Errorf("ls does not say what it printed of how many: %q", r.stderr)
+	}
 }

@@ -252,9 +252,9 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	return rec.record(), nil
 }
 
-// List implements ledger.Store. It returns the records in the order of
-// their LeaseUntil, oldest first, then of their keys.
-func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+// listQuery is the query of List for f, with its arguments (the first
+// is the statement mode).
+func (s *Store) listQuery(f ledger.Filter) (string, []any) {
 	args := []any{s.mode, s.now()}
 	q := "SELECT " + recordCols + " FROM " + s.sql.table + " WHERE " + visible
 	arg := func(cond string, v any) {
@@ -271,7 +271,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		arg("lease_until < $%d", ms(f.LeaseBefore))
 	}
 	if !f.After.IsZero() {
-		args = append(args, ms(f.After.LeaseUntil), f.After.Key) // args[0] is the mode
+		args = append(args, ms(f.After.LeaseUntil), f.After.Key)
 		q += fmt.Sprintf(" AND (lease_until, key) > ($%d, $%d)", len(args)-2, len(args)-1)
 	}
 	limit := f.Limit
@@ -279,8 +279,15 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		limit = DefaultListLimit
 	}
 	args = append(args, limit)
-	q += fmt.Sprintf(" ORDER BY lease_until, key LIMIT $%d", len(args)-1)
+	return q + fmt.Sprintf(" ORDER BY lease_until, key LIMIT $%d", len(args)-1), args
+}
 
+// List implements ledger.Store. It returns the records in the order of
+// their LeaseUntil, oldest first, then of their keys: by state, a range of
+// the index on (state, lease_until, key) read in order from the cursor and
+// stopped at the limit.
+func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	q, args := s.listQuery(f)
 	defer s.lock()()
 	rows, err := s.db.Query(ctx, q, args...)
 	if err != nil {

@@ -815,14 +815,10 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	return &sc.r, nil
 }
 
-// List implements ledger.Store. It returns the records in the order of
-// their LeaseUntil, oldest first, then of their keys.
-func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
-	if err := s.refused(); err != nil {
-		return nil, err
-	}
+// listQuery is the query of List for f at now, with its arguments.
+func listQuery(f ledger.Filter, now time.Time) (string, []any) {
 	q := "SELECT " + recordCols + " FROM records WHERE NOT " + expired("?")
-	args := []any{s.clock.Now().UnixMilli()}
+	args := []any{now.UnixMilli()}
 	if f.State != "" {
 		q += " AND state = ?"
 		args = append(args, string(f.State))
@@ -843,9 +839,19 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	if limit <= 0 {
 		limit = DefaultListLimit
 	}
-	q += " ORDER BY lease_until, key LIMIT ?"
-	args = append(args, limit)
+	return q + " ORDER BY lease_until, key LIMIT ?", append(args, limit)
+}
 
+// List implements ledger.Store. It returns the records in the order of
+// their LeaseUntil, oldest first, then of their keys: by state, a range of
+// the index on (state, lease_until) (which holds the key too, the primary
+// key of a table WITHOUT ROWID) read in order from the cursor and stopped
+// at the limit.
+func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	if err := s.refused(); err != nil {
+		return nil, err
+	}
+	q, args := listQuery(f, s.clock.Now())
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, s.unavailable("list", err)
