@@ -306,3 +306,80 @@ func PurgeBlocking(b *testing.B, s interface {
 	b.ReportMetric(float64(Quantile(purging, 1)), "purging-max-ns")
 	b.ReportMetric(float64(Quantile(alone, 1)), "alone-max-ns")
 }
+
+// Stuck is how many stuck records the stores of SweepListing hold, and
+// StuckKey names them: uncertain records of tool send_reply settled a
+// millisecond apart, oldest first.
+const Stuck = 1000
+
+// StuckKey is the key of the i-th stuck record of SweepListing's stores.
+func StuckKey(i int) string { return fmt.Sprintf("stuck-%04d", i) }
+
+// AddStuck writes the Stuck stuck records to s through the Store API,
+// settled from at on, and returns the time after the last.
+func AddStuck(b *testing.B, s ledger.Store, at time.Time) time.Time {
+	ctx := context.Background()
+	for i := range Stuck {
+		at = at.Add(time.Millisecond)
+		p := ledger.ClaimParams{Key: StuckKey(i), Tool: "send_reply", RunID: "run-stuck", Owner: "owner",
+			LeaseUntil: at, Fingerprint: "fp", ExpiresAt: at.Add(24 * time.Hour)}
+		if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+			b.Fatalf("Claim(%s) = %+v, %v", p.Key, res, err)
+		}
+		if err := s.Fail(ctx, p.Key, p.Owner, ledger.Failure{Reason: "timeout"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return at
+}
+
+// SweepListing measures what one sweep of reconcile.Sweeper lists (the
+// abandoned pending records, then the uncertain ones, 100 of each from
+// the sweep's cursor) on two stores that hold the same Stuck uncertain
+// records (StuckKey) among sizes[0] and sizes[1] records in all, paired:
+// every iteration lists from the same cursor on both, the cursor going
+// round the stuck records as sweeps do. It reports small-ns/op,
+// large-ns/op and large/small (near 1: the listing costs the stuck
+// records, not the ledger).
+func SweepListing(b *testing.B, sizes [2]int, stores [2]ledger.Store) {
+	ctx := context.Background()
+	const limit = 100
+	var cursors []ledger.Cursor // of the stuck records, in order
+	err := ledger.Walk(ctx, stores[0], ledger.Filter{State: ledger.StateUncertain, Limit: limit}, func(r *ledger.Record) error {
+		cursors = append(cursors, ledger.CursorOf(r))
+		return nil
+	})
+	if err != nil || len(cursors) != Stuck {
+		b.Fatalf("the small store holds %d uncertain records (%v), want %d", len(cursors), err, Stuck)
+	}
+	for _, s := range stores { // untimed: connections, a store's first-use work
+		if _, err := s.List(ctx, ledger.Filter{State: ledger.StateUncertain, Limit: limit}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var took [2]time.Duration
+	i := 0
+	for b.Loop() {
+		after := ledger.Cursor{}
+		if k := (i * limit) % Stuck; k > 0 {
+			after = cursors[k-1]
+		}
+		i++
+		now := time.Now()
+		for j, s := range stores {
+			t0 := time.Now()
+			if _, err := s.List(ctx, ledger.Filter{State: ledger.StatePending, LeaseBefore: now, Limit: limit}); err != nil {
+				b.Fatal(err)
+			}
+			recs, err := s.List(ctx, ledger.Filter{State: ledger.StateUncertain, After: after, Limit: limit})
+			took[j] += time.Since(t0)
+			if err != nil || len(recs) != limit {
+				b.Fatalf("List of %d records: %d records, %v; want %d", sizes[j], len(recs), err, limit)
+			}
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(took[0])/n, "small-ns/op")
+	b.ReportMetric(float64(took[1])/n, "large-ns/op")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "large/small")
+}

@@ -56,6 +56,15 @@ func TestBodies(t *testing.T) {
 			})
 		},
 			[]string{"purging-ns/op", "alone-ns/op", "purging/alone", "purging-p99-ns", "alone-p99-ns", "purging-max-ns", "alone-max-ns"}},
+		{"SweepListing", func(b *testing.B) {
+			var stores [2]ledger.Store
+			at := time.Now().Add(-time.Hour)
+			for i := range stores {
+				stores[i] = ledgermem.New(nil)
+				ledgerbench.AddStuck(b, stores[i], at)
+			}
+			ledgerbench.SweepListing(b, [2]int{ledgerbench.Stuck, ledgerbench.Stuck}, stores)
+		}, []string{"small-ns/op", "large-ns/op", "large/small"}},
 	} {
 		t.Run(bc.name, func(t *testing.T) {
 			t.Parallel()

@@ -45,8 +45,9 @@ func Merge(ctx context.Context, sources int, after ledger.Cursor, limit int, fet
 	for i := range src {
 		src[i].pos = after
 	}
-	// Each source's share of the page, with room for skew.
-	chunk := min(limit, max(8, 2*limit/max(sources, 1)))
+	// Each source's share of the page, with a little room for skew; a
+	// source that holds more of the page is read again.
+	chunk := min(limit, limit/max(sources, 1)+4)
 	var out []ledger.Record
 	for len(out) < limit {
 		var reqs []Request

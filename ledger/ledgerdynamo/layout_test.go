@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,21 +182,31 @@ func TestExecutorRequestsLayouts(t *testing.T) {
 }
 
 // recorder is an API that records the inputs it is given and answers
-// with empty outputs (nothing found, every condition true).
-type recorder struct{ in []any }
+// with empty outputs (nothing found, every condition true). It is safe for
+// concurrent use (List queries the states at once).
+type recorder struct {
+	mu sync.Mutex
+	in []any
+}
+
+func (r *recorder) record(in any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.in = append(r.in, in)
+}
 
 func (r *recorder) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	r.in = append(r.in, in)
+	r.record(in)
 	return &dynamodb.UpdateItemOutput{}, nil
 }
 
 func (r *recorder) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	r.in = append(r.in, in)
+	r.record(in)
 	return &dynamodb.GetItemOutput{}, nil
 }
 
 func (r *recorder) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
-	r.in = append(r.in, in)
+	r.record(in)
 	return &dynamodb.QueryOutput{}, nil
 }
 
