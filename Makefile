@@ -4,6 +4,7 @@
 #                client vs idemkit (DEMO_FLAGS, e.g. --runs 500 --seed 7)
 #   make test    go vet, then every test under the race detector (what CI runs)
 #   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
+#   make bench-sweep  the sweeper's listing at 10^3 and 10^6 records, into BENCHMARKS.md
 #   make bench-peers  idemkit and Powertools (TypeScript) on one dynalite, into BENCHMARKS.md
 #   make chaos   a long seeded chaos run (CHAOS_RUNS, CHAOS_SEED)
 #   make lambda-build  the Lambda example's bootstrap for linux/arm64
@@ -12,7 +13,7 @@ GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: demo test vet bench bench-peers chaos clean lambda-build
+.PHONY: demo test vet bench bench-sweep bench-peers chaos clean lambda-build
 
 DEMO_FLAGS ?=
 demo:
@@ -42,6 +43,16 @@ bench:
 	bash -o pipefail -c "$(BENCH_CMD) | tee .tmp/bench.txt"
 	$(GO) run ./scripts/benchreport -in .tmp/bench.txt -out BENCHMARKS.md -section ledgers \
 		-title "Ledgers and executor" -cmd "make bench (BENCH_CMD: $(BENCH_CMD))"
+
+# One sweep's listing with 10^3 stuck records among 10^3 and among 10^6
+# records, on each SQL and Redis ledger (also part of make bench; this
+# target runs only those, building the 10^6-record ledgers once per run).
+SWEEP_CMD = $(GO) test -run '^$$' -bench 'SweepListing' -benchtime 300x -count 3 -timeout 30m ./ledger/ledgersqlite/ ./ledger/ledgerpg/ ./ledger/ledgerredis/
+bench-sweep:
+	@mkdir -p .tmp
+	bash -o pipefail -c "$(SWEEP_CMD) | tee .tmp/sweep.txt"
+	$(GO) run ./scripts/benchreport -in .tmp/sweep.txt -out BENCHMARKS.md -section sweep \
+		-title "The sweeper's listing at 10^3 and 10^6 records" -cmd "make bench-sweep (SWEEP_CMD: $(SWEEP_CMD))"
 
 # One idempotent call on DynamoDB through idemkit and through Powertools
 # for AWS Lambda (TypeScript, pinned in tools/peers, npm ci on first use),
