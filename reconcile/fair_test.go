@@ -134,3 +134,26 @@ func TestSweeperExaminesEveryRecordInTurn(t *testing.T) {
 		})
 	}
 }
+
+// A sweep that died while it wrote its position left the position record
+// pending: later sweeps neither examine it nor stop; the next one that
+// moves the position takes the record over.
+func TestSweeperPositionLeftPending(t *testing.T) {
+	t.Parallel()
+	u := newUnsettled(t, func(t *testing.T, c ledger.Clock) ledger.Store { return memStore(c) }, 10)
+	u.sweep(t, 4)
+	ctx := context.Background()
+	key := reconcile.CursorKey("")
+	now := u.clock.Now()
+	if cr, err := u.store.Claim(ctx, ledger.ClaimParams{Key: key, Tool: reconcile.CursorTool, Owner: "died",
+		Fingerprint: reconcile.CursorTool, LeaseUntil: now.Add(time.Millisecond), ExpiresAt: now.Add(time.Hour)}); err != nil || !cr.Claimed {
+		t.Fatalf("claim of the position record: %+v, %v", cr, err)
+	}
+	u.clock.Advance(time.Second)
+	if rep := u.sweep(t, 4); rep.Examined != 4 || rep.Skipped != 0 {
+		t.Errorf("sweep with the position record pending: %+v, want 4 examined, none skipped", rep)
+	}
+	if r, err := u.store.Get(ctx, key); err != nil || r.State != ledger.StateFailed || r.Owner == "died" {
+		t.Errorf("position record after the sweep: %+v, %v; want failed, taken over", r, err)
+	}
+}

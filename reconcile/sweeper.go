@@ -210,10 +210,11 @@ func (s *Sweeper) round(ctx context.Context, f ledger.Filter, from ledger.Cursor
 	return append(recs, head[:n]...), ledger.CursorOf(&head[n-1]), nil
 }
 
-// list lists f without the record that keeps the sweep's position.
+// list lists f without the records that keep sweeps' positions (one is
+// pending, and listed, while a sweep writes it or after that sweep died).
 func (s *Sweeper) list(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	recs, err := s.store.List(ctx, f)
-	return slices.DeleteFunc(recs, func(r ledger.Record) bool { return r.Key == s.cursorKey }), err
+	return slices.DeleteFunc(recs, func(r ledger.Record) bool { return r.Tool == CursorTool }), err
 }
 
 func cursorAfter(recs []ledger.Record) ledger.Cursor {
@@ -370,7 +371,7 @@ func later(a, b time.Time) time.Time {
 }
 
 // CursorTool is the tool name of the record in which a sweeper keeps its
-// position (see CursorKey). Sweepers leave that record out of what they
+// position (see CursorKey). Sweepers leave such records out of what they
 // examine.
 const CursorTool = "idemkit/sweeper"
 
