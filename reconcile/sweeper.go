@@ -149,7 +149,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		errs []error
 		g    errgroup.Group
 	)
-	if next := (position{Pending: nextPending, Uncertain: nextUncertain}); next != from {
+	if next := (position{Pending: nextPending, Uncertain: nextUncertain}); !next.equal(from) {
 		if err := s.keep(ctx, next); err != nil {
 			errs = append(errs, err)
 		}
@@ -391,6 +391,10 @@ const CursorRetention = 30 * 24 * time.Hour
 // position is where the next sweep starts, per state.
 type position struct {
 	Pending, Uncertain ledger.Cursor
+}
+
+func (p position) equal(q position) bool {
+	return p.Pending.Compare(q.Pending) == 0 && p.Uncertain.Compare(q.Uncertain) == 0
 }
 
 type positionJSON struct {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
 )
@@ -323,59 +324,42 @@ func newLedgerStuckCmd() *cobra.Command {
 }
 
 // stuck calls fn with the records a sweep would examine (pending past its
-// lease at now, and uncertain), oldest lease first, reading a page of each
-// state at a time.
+// lease at now, and uncertain), oldest lease first, the two states merged
+// a page at a time.
 func stuck(ctx context.Context, s ledger.Store, now time.Time, fn func(*ledger.Record) error) error {
-	pending := &pager{s: s, f: ledger.Filter{State: ledger.StatePending, LeaseBefore: now, Limit: listPage}}
-	uncertain := &pager{s: s, f: ledger.Filter{State: ledger.StateUncertain, Limit: listPage}}
+	states := []ledger.Filter{{State: ledger.StatePending, LeaseBefore: now}, {State: ledger.StateUncertain}}
+	fetch := func(ctx context.Context, reqs []listmerge.Request) ([]listmerge.Reply, error) {
+		out := make([]listmerge.Reply, len(reqs))
+		for i, r := range reqs {
+			f := states[r.Source]
+			f.After, f.Limit = r.After, r.N
+			recs, err := s.List(ctx, f)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = listmerge.Reply{Records: recs, Next: r.After, Done: len(recs) < r.N}
+			if len(recs) > 0 {
+				out[i].Next = ledger.CursorOf(&recs[len(recs)-1])
+			}
+		}
+		return out, nil
+	}
+	after := ledger.Cursor{}
 	for {
-		p, err := pending.peek(ctx)
+		page, err := listmerge.Merge(ctx, len(states), after, listPage, fetch)
 		if err != nil {
 			return err
 		}
-		u, err := uncertain.peek(ctx)
-		if err != nil {
-			return err
+		for i := range page {
+			if err := fn(&page[i]); err != nil {
+				return err
+			}
 		}
-		next := pending
-		switch {
-		case p == nil && u == nil:
+		if len(page) < listPage {
 			return nil
-		case p == nil || (u != nil && ledger.CursorOf(u).Compare(ledger.CursorOf(p)) < 0):
-			next = uncertain
 		}
-		r, _ := next.peek(ctx)
-		next.buf = next.buf[1:]
-		if err := fn(r); err != nil {
-			return err
-		}
+		after = ledger.CursorOf(&page[len(page)-1])
 	}
-}
-
-// pager reads a listing a page at a time.
-type pager struct {
-	s    ledger.Store
-	f    ledger.Filter
-	buf  []ledger.Record
-	done bool
-}
-
-// peek returns the next record, nil at the end.
-func (p *pager) peek(ctx context.Context) (*ledger.Record, error) {
-	if len(p.buf) == 0 && !p.done {
-		page, err := p.s.List(ctx, p.f)
-		if err != nil {
-			return nil, err
-		}
-		p.buf, p.done = page, len(page) < p.f.Limit
-		if len(page) > 0 {
-			p.f.After = ledger.CursorOf(&page[len(page)-1])
-		}
-	}
-	if len(p.buf) == 0 {
-		return nil, nil
-	}
-	return &p.buf[0], nil
 }
 
 // recordStream prints records as they come: a JSON array written element
