@@ -354,9 +354,9 @@ func Walk(ctx context.Context, s Store, f Filter, fn func(*Record) error) error 
 // (the order of Cursor), at most f.Limit of them, the first ones after
 // f.After: paging with the Cursor of each page's last record (Walk) reaches
 // every record that exists unchanged for the whole walk exactly once,
-// however many records are written meanwhile. A store serves a listing by
-// state from an index, at a cost that grows with the page and the records
-// in that state, not with the whole ledger.
+// however many records are written meanwhile. The durable stores serve a
+// listing by state from an index of that state, at a cost that grows with
+// the page and the records in that state, not with the whole ledger.
 // Every method is safe for concurrent use, also from several processes
 // where the backend is shared. Errors reaching the backend wrap
 // ErrUnavailable; a store that cannot work as configured returns ErrConfig

@@ -89,7 +89,8 @@
 // abandoned claim once its retention has passed; run the sweeper
 // (package reconcile) well within the retention so that abandoned claims
 // are reconciled before that. Get is a consistent GetItem, List a Query on
-// the index (eventually consistent); both treat expired records as absent.
+// the index per state from the page's cursor (eventually consistent); both
+// treat expired records as absent.
 //
 // # Retries
 //
