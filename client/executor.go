@@ -471,11 +471,32 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 	r.owner = cfg.NewOwner()
 	r.claimedAt, r.leaseUntil = now, lease
 	r.settled = r.e.wakes.count.Load()
-	return r.e.store.Claim(ctx, ledger.ClaimParams{
+	p := ledger.ClaimParams{
 		Key: r.id.key, Tool: r.t.Name, RunID: r.inv.RunID, Owner: r.owner,
 		LeaseUntil: lease, Fingerprint: r.id.fingerprint,
 		ExpiresAt: now.Add(max(retention, cfg.Lease+time.Second)),
-	})
+	}
+	// A claim whose outcome is unknown (the store was unreachable, or its
+	// reply was lost after the write applied) is repeated with the same
+	// owner token until it is known: a repeat that finds the record held
+	// by that token has claimed it (ledger.Reclaimed), so the call goes on
+	// under it rather than leaving a claim nobody acts on. Only the
+	// caller's context, the lease or RecordTimeout end the repeats.
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(10*time.Millisecond),
+		backoff.WithMaxInterval(time.Second),
+		backoff.WithMaxElapsedTime(cfg.RecordTimeout),
+	)
+	return backoff.RetryWithData(func() (ledger.ClaimResult, error) {
+		cr, err := r.e.store.Claim(ctx, p)
+		switch {
+		case err == nil, !errors.Is(err, ledger.ErrUnavailable):
+			return cr, backoff.Permanent(err)
+		case !cfg.Clock.Now().Before(lease):
+			return cr, backoff.Permanent(err)
+		}
+		return cr, err
+	}, backoff.WithContext(b, ctx))
 }
 
 // settle is the record write that ends a claimed call, and its result.

@@ -90,7 +90,7 @@ type Record struct {
 	State       State
 	Owner       string    // owner token of the latest claim
 	LeaseUntil  time.Time // pending: when the claim lapses; otherwise when it was settled
-	ExpiresAt   time.Time // retention: after this the record counts as absent
+	ExpiresAt   time.Time // retention: after this a done or failed record counts as absent (zero when a store keeps none for an uncertain record)
 	Fingerprint string    // hash of the validated fields of the first claim
 	// Attempt is the number of the attempt the current (or next) claim makes.
 	// It starts at 1 and advances only when a definite failure is recorded,
@@ -109,17 +109,25 @@ type Record struct {
 	UpdatedAt time.Time
 }
 
-// Expired reports whether the record counts as absent at now: it is
-// settled (done, failed or uncertain) and its retention has run out.
+// Expired reports whether the record counts as absent at now: it is done
+// or failed and its retention has run out. This is the one expiry rule;
+// every store, the executor and the sweeper use it (or its SQL or Lua
+// translation, checked by the conformance suite).
 //
-// A pending record never expires, whatever its ExpiresAt: while its lease
-// is live its owner may be acting, and once the lease has lapsed its effect
-// may exist, so only a claim that reconciles first (ClaimResult.Previous
-// set) or Resolve may settle it. Retention starts to count again once the
-// record is settled.
+// Only a record whose outcome is known expires. A pending record never
+// does, whatever its ExpiresAt: while its lease is live its owner may be
+// acting, and once the lease has lapsed its effect may exist. An uncertain
+// record never does either: its effect may exist, and forgetting it would
+// let a repeat act again. Both are settled only by a claim that reconciles
+// first (ClaimResult.MustReconcile) or by Resolve; retention counts from
+// the claim that settles them.
 func (r *Record) Expired(now time.Time) bool {
-	return r.State != StatePending && !now.Before(r.ExpiresAt)
+	return Expires(r.State) && !now.Before(r.ExpiresAt)
 }
+
+// Expires reports whether records in state s are deleted once their
+// retention has run out: done and failed ones, whose outcome is known.
+func Expires(s State) bool { return s == StateDone || s == StateFailed }
 
 // LeaseExpired reports whether a pending record's claim has lapsed at now.
 func (r *Record) LeaseExpired(now time.Time) bool { return !now.Before(r.LeaseUntil) }
@@ -162,6 +170,49 @@ type ClaimResult struct {
 	// (nil when the key was absent or expired); when not Claimed, the record
 	// that blocked the claim.
 	Previous *Record
+}
+
+// Refused returns the answer to a claim by owner that rec stood in the way
+// of. A pending record that holds owner's own token is no refusal: an
+// earlier delivery of the same claim (a driver's retry, or a reply lost
+// after the write applied) claimed it, and Reclaimed answers it. Every
+// store answers a blocked claim through Refused, so that a claim is safe to
+// repeat with the same owner token.
+func Refused(rec *Record, owner string) ClaimResult {
+	if rec.State == StatePending && rec.Owner == owner {
+		return Reclaimed(rec)
+	}
+	return ClaimResult{Previous: rec}
+}
+
+// Reclaimed returns the answer to a repeated claim that found rec pending
+// under its own owner token. What the first delivery took over is no
+// longer in the record, so Reclaimed reports what the record still proves:
+//
+//   - A claim that created the record (the key was absent or expired) wrote
+//     attempt 1 and began that attempt at the time of its own write
+//     (AttemptAt equal to UpdatedAt). Nothing else held it: Previous is nil.
+//   - Otherwise the claim took over a failed, uncertain or abandoned record
+//     (a takeover keeps AttemptAt, which is older than its write). Whether
+//     an earlier owner's request of this attempt may have taken effect is
+//     unknown, so Previous is an uncertain record whose LeaseUntil, the
+//     moment after which that owner sent nothing, is the time of the
+//     takeover (UpdatedAt): MustReconcile is then true, and the caller asks
+//     the provider before acting.
+//
+// The first case needs the clock to move between the writes of one action
+// (a takeover is never written in the millisecond its record was created),
+// which every store's clock does unless a test stops it.
+func Reclaimed(rec *Record) ClaimResult {
+	res := ClaimResult{Claimed: true, Attempt: rec.Attempt}
+	if rec.Attempt == 1 && !rec.AttemptAt.IsZero() && rec.AttemptAt.Equal(rec.UpdatedAt) {
+		return res
+	}
+	prev := *rec
+	prev.State, prev.Owner, prev.LeaseUntil = StateUncertain, "", rec.UpdatedAt
+	prev.Reason = "taken over by a claim whose reply was lost; what it took over is unknown"
+	res.Previous = &prev
+	return res
 }
 
 // MustReconcile reports whether a successful claim took over a record whose
@@ -327,7 +378,7 @@ func Walk(ctx context.Context, s Store, f Filter, fn func(*Record) error) error 
 // Store is a durable ledger of action records.
 //
 // Claim succeeds when the key is absent, its record expired (see
-// Record.Expired: settled and past its retention), failed, or pending with
+// Record.Expired: done or failed and past its retention), failed, or pending with
 // a lapsed lease, or uncertain; an uncertain or abandoned pending record is
 // only taken over by a claim with the same fingerprint (another action
 // under the same key is a conflict, not a retry). A claim over an expired
@@ -336,8 +387,11 @@ func Walk(ctx context.Context, s Store, f Filter, fn func(*Record) error) error 
 // that ClaimResult.MustReconcile tells the caller to ask the provider
 // first. A pending record never expires: one whose retention has run out
 // while its lease is live blocks claims, and one whose lease has lapsed too
-// is taken over like any abandoned claim, never replaced as absent. A
-// failed claim returns the blocking record in the same call. The attempt
+// is taken over like any abandoned claim, never replaced as absent; an
+// uncertain record never expires either. A failed claim returns the
+// blocking record in the same call. A claim is safe to repeat with the
+// same owner token: one that finds the record pending under that token
+// has claimed it (see Refused and Reclaimed). The attempt
 // number of a record is kept by claims and advanced by Fail with Definite
 // set.
 //
@@ -374,7 +428,8 @@ type Store interface {
 // (SQL stores; DynamoDB deletes them through its TTL).
 type Purger interface {
 	// Purge deletes the records expired at the given time (Record.Expired:
-	// settled, with ExpiresAt not after it; never a pending record) and
+	// done or failed, with ExpiresAt not after it; never a pending or
+	// uncertain record) and
 	// reports how many it deleted.
 	Purge(ctx context.Context, before time.Time) (int, error)
 }

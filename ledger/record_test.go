@@ -20,7 +20,9 @@ func TestRecordExpired(t *testing.T) {
 		{ledger.StateDone, t0, exp.Add(-time.Millisecond), false},
 		{ledger.StateDone, t0, exp, true},
 		{ledger.StateFailed, t0, exp, true},
-		{ledger.StateUncertain, t0, exp.Add(time.Hour), true},
+		// An uncertain record never expires either: its effect may exist.
+		{ledger.StateUncertain, t0, exp, false},
+		{ledger.StateUncertain, t0, exp.Add(time.Hour), false},
 		// A pending record never expires: not while its lease is live, and
 		// not once it has lapsed (its effect may exist).
 		{ledger.StatePending, exp.Add(time.Hour), exp, false},

@@ -14,6 +14,21 @@ import (
 // failed, or pending with a live lease). Nothing was written.
 var ErrNotResolvable = errors.New("ledger: record cannot be resolved")
 
+// ErrTooEarly: Resolve refused to settle a record failed while a request
+// of its attempt may still commit at the provider (before the record's
+// SentBy plus the in-flight bound). Nothing was written.
+var ErrTooEarly = errors.New("ledger: too early to resolve as failed")
+
+// DefaultInFlight is how long a provider may still commit a request after
+// its sender gave up on it, unless configured otherwise: the bound the
+// reconciler waits for before it trusts that an effect is absent, and
+// Resolve before it settles a record failed.
+const DefaultInFlight = 30 * time.Second
+
+// DefaultResolvedRetention is how long a record settled by Resolve is kept
+// unless the Resolution says otherwise: the executor's default retention.
+const DefaultResolvedRetention = 24 * time.Hour
+
 // maxByBytes bounds Resolution.By, so that the owner token it is kept in
 // stays within MaxKeyBytes.
 const maxByBytes = 256
@@ -34,6 +49,33 @@ type Resolution struct {
 	// By names who resolved it ("alice", "runbook-42"). It is kept in the
 	// record's owner token; Record.ResolvedBy reads it back.
 	By string
+	// InFlight is how long a provider may still commit a request after its
+	// sender stopped sending (default DefaultInFlight); use the reconciler's
+	// bound (reconcile.Config.InFlight) and add the provider's search lag
+	// when the check by hand was a search.
+	InFlight time.Duration
+	// Force settles the record failed before InFlight has passed since the
+	// last request of its attempt could leave (the record's lease end). A
+	// request sent before then may still commit, and the next call of the
+	// action would then act a second time under a new downstream key: set
+	// it only when the provider itself confirmed the request will never
+	// take effect.
+	Force bool
+	// Retention is how long the settled record is kept (default
+	// DefaultResolvedRetention), counted from the resolution.
+	Retention time.Duration
+}
+
+// FailableAt returns the earliest time at which an operator may settle rec
+// failed without Force: the end of its owner's lease (after which no
+// request of its attempt leaves; for an uncertain record, when it was
+// settled) plus inFlight (DefaultInFlight when not positive). It is the
+// bound the reconciler applies to an empty lookup.
+func FailableAt(rec *Record, inFlight time.Duration) time.Time {
+	if inFlight <= 0 {
+		inFlight = DefaultInFlight
+	}
+	return rec.LeaseUntil.Add(inFlight)
 }
 
 // Resolve settles an uncertain record, or a pending one whose lease has
@@ -42,7 +84,9 @@ type Resolution struct {
 // completes or fails it under that claim, so a caller that claims the
 // record meanwhile wins and Resolve returns ErrNotOwner. A record that is
 // done, failed, or pending with a live lease is refused with
-// ErrNotResolvable. It returns the record as written.
+// ErrNotResolvable. Settling a record failed before FailableAt is refused
+// with ErrTooEarly unless r.Force is set: a request of its attempt may
+// still commit. It returns the record as written.
 func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Time) (*Record, error) {
 	if r.By == "" || strings.ContainsAny(r.By, ":") || len(r.By) > maxByBytes {
 		return nil, fmt.Errorf("%w: a resolution needs who resolved it (By, without ':', at most %d bytes)", ErrInvalid, maxByBytes)
@@ -57,6 +101,13 @@ func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Ti
 			ErrNotResolvable, rec.LeaseUntil.UTC().Format(time.RFC3339))
 	case rec.State != StatePending && rec.State != StateUncertain:
 		return nil, fmt.Errorf("%w: it is %s", ErrNotResolvable, rec.State)
+	case !r.Done && !r.Force && now.Before(FailableAt(rec, r.InFlight)):
+		return nil, fmt.Errorf("%w: a request sent before %s may still commit until %s; resolve it failed after that, or force it if the provider confirmed it will never take effect",
+			ErrTooEarly, rec.LeaseUntil.UTC().Format(time.RFC3339), FailableAt(rec, r.InFlight).UTC().Format(time.RFC3339))
+	}
+	retention := r.Retention
+	if retention <= 0 {
+		retention = DefaultResolvedRetention
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -64,7 +115,7 @@ func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Ti
 	lease := now.Add(time.Minute)
 	cr, err := s.Claim(ctx, ClaimParams{
 		Key: key, Tool: rec.Tool, RunID: rec.RunID, Owner: owner, LeaseUntil: lease,
-		Fingerprint: rec.Fingerprint, ExpiresAt: maxTime(rec.ExpiresAt, lease.Add(time.Second)),
+		Fingerprint: rec.Fingerprint, ExpiresAt: maxTime(now.Add(retention), lease.Add(time.Second)),
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func TestResolve(t *testing.T) {
 		err   error
 	}{
 		{"uncertain found done", ledger.StateUncertain, time.Minute, ledger.Resolution{Done: true, Ref: "msg_1", By: "alice"}, ledger.StateDone, nil},
-		{"uncertain found absent", ledger.StateUncertain, time.Minute, ledger.Resolution{Reason: "not in the outbox", By: "alice"}, ledger.StateFailed, nil},
+		{"uncertain found absent", ledger.StateUncertain, time.Minute, ledger.Resolution{Reason: "not in the outbox", By: "alice", Force: true}, ledger.StateFailed, nil},
 		{"abandoned pending", ledger.StatePending, -time.Second, ledger.Resolution{Done: true, By: "alice"}, ledger.StateDone, nil},
 		{"live pending", ledger.StatePending, time.Minute, ledger.Resolution{Done: true, By: "alice"}, ledger.StatePending, ledger.ErrNotResolvable},
 		{"done", ledger.StateDone, time.Minute, ledger.Resolution{By: "alice"}, ledger.StateDone, ledger.ErrNotResolvable},
@@ -135,7 +136,7 @@ func TestResolve(t *testing.T) {
 		if err := s.Fail(ctx, "k", "w2", ledger.Failure{Reason: "second timeout"}); err != nil {
 			t.Fatal(err)
 		}
-		_, err = ledger.Resolve(ctx, &stale{Store: s, rec: old}, "k", ledger.Resolution{Reason: "nothing sent", By: "alice"}, clock.Now())
+		_, err = ledger.Resolve(ctx, &stale{Store: s, rec: old}, "k", ledger.Resolution{Reason: "nothing sent", By: "alice", Force: true}, clock.Now())
 		if !errors.Is(err, ledger.ErrNotOwner) {
 			t.Fatalf("err %v, want ErrNotOwner", err)
 		}
@@ -144,4 +145,98 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("record %+v %v: want it uncertain as the other caller left it", got, err)
 		}
 	})
+}
+
+// An operator may not settle failed what the reconciler would not: a
+// request sent before the record's lease ended may still commit until
+// InFlight after it. Resolving failed before then is refused (saying until
+// when) unless forced, and the record is left as it was.
+func TestResolveFailedWaitsForRequestsInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := ledgertest.NewClock(t0)
+	s := ledgermem.New(&ledgermem.Config{Clock: clock})
+	if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k", Tool: "t", RunID: "r", Owner: "w", Fingerprint: "fp",
+		LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// The owner vanished; its lease ends at t0+1m.
+	sentBy := t0.Add(time.Minute)
+	for _, c := range []struct {
+		name string
+		at   time.Time
+		res  ledger.Resolution
+		err  error
+	}{
+		{"0.3 s after the lease", sentBy.Add(300 * time.Millisecond), ledger.Resolution{Reason: "not found", By: "alice"}, ledger.ErrTooEarly},
+		{"just before the default bound", sentBy.Add(ledger.DefaultInFlight - time.Millisecond), ledger.Resolution{Reason: "not found", By: "alice"}, ledger.ErrTooEarly},
+		{"before a longer bound", sentBy.Add(ledger.DefaultInFlight), ledger.Resolution{Reason: "not found", By: "alice", InFlight: time.Hour}, ledger.ErrTooEarly},
+	} {
+		_, err := ledger.Resolve(ctx, s, "k", c.res, c.at)
+		if !errors.Is(err, c.err) {
+			t.Fatalf("%s: err %v, want %v", c.name, err, c.err)
+		}
+		if want := ledger.FailableAt(&ledger.Record{LeaseUntil: sentBy}, c.res.InFlight).UTC().Format(time.RFC3339); !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %q does not say until when (%s)", c.name, err, want)
+		}
+		if got, _ := s.Get(ctx, "k"); got.State != ledger.StatePending || got.Owner != "w" {
+			t.Fatalf("%s: a refused resolution changed the record: %+v", c.name, got)
+		}
+	}
+	// Done needs no wait: it claims the effect exists.
+	clock.Set(sentBy.Add(time.Second))
+	if _, err := ledger.Resolve(ctx, s, "k", ledger.Resolution{Done: true, Ref: "r1", By: "alice"}, clock.Now()); err != nil {
+		t.Fatalf("resolve done right after the lease: %v", err)
+	}
+
+	// Forced, and at the bound, failed is accepted.
+	for i, c := range []ledger.Resolution{
+		{Reason: "provider confirmed", By: "alice", Force: true},
+		{Reason: "not found", By: "alice"},
+	} {
+		key := fmt.Sprintf("k%d", i)
+		clock.Set(t0)
+		if _, err := s.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "t", RunID: "r", Owner: "w", Fingerprint: "fp",
+			LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		at := sentBy.Add(time.Second)
+		if !c.Force {
+			at = sentBy.Add(ledger.DefaultInFlight)
+		}
+		clock.Set(at)
+		if rec, err := ledger.Resolve(ctx, s, key, c, at); err != nil || rec.State != ledger.StateFailed {
+			t.Fatalf("%+v: %+v, %v; want failed", c, rec, err)
+		}
+	}
+}
+
+// A record settled by Resolve is kept for the resolution's retention from
+// then, however old the uncertain record was: a repeat of the action a
+// minute later is still answered from it, never run again.
+func TestResolvedRecordKeptForRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := ledgertest.NewClock(t0)
+	s := ledgermem.New(&ledgermem.Config{Clock: clock})
+	if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k", Tool: "t", RunID: "r", Owner: "w", Fingerprint: "fp",
+		LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fail(ctx, "k", "w", ledger.Failure{Reason: "timeout"}); err != nil {
+		t.Fatal(err)
+	}
+	// A week later, long past the claim's retention.
+	clock.Set(t0.Add(7 * 24 * time.Hour))
+	rec, err := ledger.Resolve(ctx, s, "k", ledger.Resolution{Done: true, Ref: "r1", By: "alice"}, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := clock.Now().Add(ledger.DefaultResolvedRetention); !rec.ExpiresAt.Equal(want) {
+		t.Errorf("resolved record expires at %v, want %v", rec.ExpiresAt, want)
+	}
+	clock.Advance(ledger.DefaultResolvedRetention - time.Second)
+	if got, err := s.Get(ctx, "k"); err != nil || got.State != ledger.StateDone {
+		t.Fatalf("resolved record a day later: %+v, %v; want done", got, err)
+	}
 }

@@ -18,7 +18,7 @@ const (
 	DefaultInitialInterval = 100 * time.Millisecond
 	DefaultMaxInterval     = 2 * time.Second
 	DefaultMaxWait         = 10 * time.Second
-	DefaultInFlight        = 30 * time.Second
+	DefaultInFlight        = ledger.DefaultInFlight
 )
 
 // ErrNoKey is returned for an invocation that carries neither a downstream

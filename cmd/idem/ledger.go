@@ -51,6 +51,8 @@ func ledgerErr(err error) error {
 		return opErr(err, "list the records with 'idem ledger ls'")
 	case errors.Is(err, ledger.ErrNotResolvable):
 		return opErr(err, "only an uncertain record, or a pending one whose lease ran out, can be resolved")
+	case errors.Is(err, ledger.ErrTooEarly):
+		return opErr(err, "wait until then and check the provider again; --force settles it failed now, and if the request does commit the next call acts a second time")
 	case errors.Is(err, ledger.ErrNotOwner):
 		return opErr(err, "someone else acted on the record meanwhile; look at it again with 'idem ledger show'")
 	case errors.Is(err, ledger.ErrUnavailable):
@@ -524,7 +526,8 @@ func newLedgerResolveCmd() *cobra.Command {
 		done, failed         bool
 		ref, summary, reason string
 		by                   string
-		asJSON               bool
+		asJSON, force        bool
+		inFlight             time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "resolve KEY (--done [--ref REF --summary TEXT] | --failed --reason TEXT)",
@@ -534,7 +537,13 @@ checking the provider by hand: --done when the effect exists (a repeat of
 the action is then answered "already done"), --failed when it definitely
 does not (a repeat then performs it). The write is conditional: a record
 that is pending with a live lease, or that someone settles meanwhile, is
-refused. The record keeps who resolved it (--by).`,
+refused. The record keeps who resolved it (--by).
+
+--failed is refused until --in-flight has passed since the record's lease
+ended: a request sent before then may still commit at the provider, and the
+next call would then act a second time under a new downstream key. --force
+settles it failed at once; use it only when the provider confirmed that the
+request will never take effect.`,
 		Args: cobra.ExactArgs(1),
 	}
 	url := ledgerFlag(cmd)
@@ -546,8 +555,12 @@ refused. The record keeps who resolved it (--by).`,
 	f.StringVar(&reason, "reason", "", "why it failed (--failed)")
 	f.StringVar(&by, "by", currentUser(), "who resolves it")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.DurationVar(&inFlight, "in-flight", ledger.DefaultInFlight, "how long a provider may still commit a request after it was sent (--failed); add the provider's search lag")
+	f.BoolVar(&force, "force", false, "settle --failed before the in-flight bound (a request that still commits is then acted on twice)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		switch {
+		case force && !failed:
+			return usageErr("--force goes with --failed", "only settling failed waits for requests in flight")
 		case done == failed:
 			return usageErr("give --done or --failed", "resolve needs exactly one of --done and --failed")
 		case failed && (ref != "" || summary != ""):
@@ -560,7 +573,8 @@ refused. The record keeps who resolved it (--by).`,
 			return usageErr("say what happened with --summary, e.g. --summary 'refund re_123 of 10.00 EUR'", "--done needs --summary")
 		}
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			r, err := ledger.Resolve(ctx, l, args[0], ledger.Resolution{Done: done, Ref: ref, Summary: summary, Reason: reason, By: by}, time.Now())
+			r, err := ledger.Resolve(ctx, l, args[0], ledger.Resolution{Done: done, Ref: ref, Summary: summary, Reason: reason, By: by,
+				InFlight: inFlight, Force: force}, time.Now())
 			if err != nil {
 				return ledgerErr(err)
 			}

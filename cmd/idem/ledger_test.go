@@ -318,3 +318,37 @@ func TestLedgerListingsBeyondTheLimit(t *testing.T) {
 		t.Errorf("ls does not say what it printed of how many: %q", r.stderr)
 	}
 }
+
+// resolve --failed waits for the requests that may still be in flight, as
+// the reconciler does, unless forced.
+func TestLedgerResolveFailedWaitsForInFlight(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	url := "sqlite://" + path
+	idem(t, nil, "ledger", "init", "--ledger", url).wantOK(t)
+	s, err := ledgersqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k-late", Tool: "send_reply", RunID: "r", Owner: "o", Fingerprint: "fp",
+		LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Fail(ctx, "k-late", "o", ledger.Failure{Reason: "timeout after the request was sent"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	idem(t, nil, "ledger", "resolve", "k-late", "--ledger", url, "--failed", "--reason", "not found", "--in-flight", "1h").
+		wantError(t, exitOperational, "too early", "may still commit until", "--force")
+	idem(t, nil, "ledger", "resolve", "k-late", "--ledger", url, "--done", "--summary", "s", "--force").
+		wantError(t, exitUsage, "--force goes with --failed")
+	if rec := decodeJSON[recordJSON](t, idem(t, nil, "ledger", "show", "k-late", "--ledger", url, "--json").wantOK(t).stdout); rec.State != ledger.StateUncertain {
+		t.Fatalf("a refused resolve changed the record: %+v", rec)
+	}
+	r := idem(t, nil, "ledger", "resolve", "k-late", "--ledger", url, "--failed", "--reason", "provider confirmed", "--in-flight", "1h", "--force", "--json").wantOK(t)
+	if rec := decodeJSON[recordJSON](t, r.stdout); rec.State != ledger.StateFailed {
+		t.Errorf("resolve --failed --force: %+v", rec)
+	}
+}

@@ -22,7 +22,7 @@ import (
 // for a write of the table, with the write units it costs.
 type indexWrite struct {
 	op, partition string // "put" or "delete"; the index partition key (state)
-	units             int
+	units         int
 }
 
 // indexRecorder passes the Store's requests to a real server and, around

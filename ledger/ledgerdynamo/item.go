@@ -70,7 +70,9 @@ func (l layout) decode(it item) (*ledger.Record, error) {
 	r.State = ledger.State(str(phState))
 	r.Owner = str(phOwner)
 	r.LeaseUntil = time.UnixMilli(num(phLeaseUntil)).UTC()
-	r.ExpiresAt = time.Unix(num(phExpiresAt), 0).UTC()
+	if _, ok := it[l.attr[phExpiresAt]]; ok { // an uncertain record has none
+		r.ExpiresAt = time.Unix(num(phExpiresAt), 0).UTC()
+	}
 	r.Fingerprint = str(phFingerprint)
 	r.Summary = str(phSummary)
 	r.Ref = str(phRef)

@@ -144,17 +144,13 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 				return ledger.ClaimResult{}, err
 			case rec == nil: // deleted meanwhile
 				mode = claimAbsent
-			case cf.maybeApplied && rec.Owner == p.Owner && rec.State == ledger.StatePending:
-				// An attempt whose answer was lost did claim the key. What it
-				// took over is unknown, so report the record as found: a
-				// pending Previous makes the caller reconcile first.
-				return ledger.ClaimResult{Claimed: true, Attempt: rec.Attempt, Previous: rec}, nil
 			case rec.Expired(now):
 				mode = claimExpired
 			case claimable(rec, p.Fingerprint, now):
 				mode = claimOver
 			default:
-				return ledger.ClaimResult{Previous: rec}, nil
+				// Also an attempt whose answer was lost, found holding the key.
+				return ledger.Refused(rec, p.Owner), nil
 			}
 			continue
 		}
@@ -200,7 +196,7 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, mode claimMode) 
 		// expires_at.
 		cond = "attribute_not_exists(#pk)" +
 			" OR #state = :failed AND #expires_at > :now_s" +
-			" OR #state = :uncertain AND #fingerprint = :fp AND #expires_at > :now_s" +
+			" OR #state = :uncertain AND #fingerprint = :fp" +
 			" OR #state = :pending AND #lease_until <= :now_ms AND #fingerprint = :fp"
 		update += "#attempts = if_not_exists(#attempts, :one), #attempt_at = if_not_exists(#attempt_at, :now_ms)" +
 			" REMOVE #summary, #ref, #result, #truncated, #reason"
@@ -208,7 +204,9 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, mode claimMode) 
 		values[":failed"] = sv(string(ledger.StateFailed))
 		values[":uncertain"] = sv(string(ledger.StateUncertain))
 	case claimExpired:
-		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s AND #state <> :pending"
+		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s AND #state IN (:done, :failed)"
+		values[":done"] = sv(string(ledger.StateDone))
+		values[":failed"] = sv(string(ledger.StateFailed))
 		update += "#attempts = :one, #attempt_at = :now_ms REMOVE #summary, #ref, #result, #truncated, #reason"
 		values[":now_s"] = nv(seconds(now))
 	}
@@ -311,6 +309,12 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 	if f.Reason != "" {
 		set += ", #reason = :reason"
 		values[":reason"] = sv(f.Reason)
+	}
+	if !f.Definite {
+		// An uncertain record never expires (ledger.Record.Expired): without
+		// its TTL attribute, TTL never deletes it. The claim that settles it
+		// sets a new one.
+		set += " REMOVE #expires_at"
 	}
 	return s.settle(ctx, "fail", key, owner, set, "", values, func(r *ledger.Record) bool {
 		return r.State == state
@@ -472,9 +476,9 @@ func (s *Store) listState(ctx context.Context, state ledger.State, f ledger.Filt
 		filters = append(filters, "#run_id = :run")
 		values[":run"] = sv(f.RunID)
 	}
-	// A pending record never expires; the others are absent once their
-	// retention has run out.
-	if state != ledger.StatePending {
+	// Only done and failed records expire (an uncertain one has no
+	// expires_at at all, so that TTL never deletes it).
+	if ledger.Expires(state) {
 		filters = append(filters, "#expires_at > :now_s")
 		values[":now_s"] = nv(seconds(now))
 	}

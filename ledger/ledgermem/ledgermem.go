@@ -93,7 +93,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 		prev = nil
 	}
 	if prev != nil && !claimable(prev, &p, now) {
-		return ledger.ClaimResult{Previous: clone(prev)}, nil
+		return ledger.Refused(clone(prev), p.Owner), nil
 	}
 	attempt, attemptAt := 1, now
 	if prev != nil {

@@ -127,7 +127,7 @@ const (
 	prev_attempt, prev_attempt_at, prev_reason, prev_updated_at, prev_tool, prev_run_id`
 	// visible: the record has not expired at now ($1): it is pending
 	// (a pending record never expires) or within its retention.
-	visible = `(state = 'pending' OR expires_at > $1)`
+	visible = `(state IN ('pending', 'uncertain') OR expires_at > $1)`
 	// The owner's conditional writes: $1 key, $2 owner.
 	owned = ` WHERE key = $1 AND owner = $2 AND state = 'pending'`
 )
@@ -148,7 +148,7 @@ func newStatements(table, claim string) *statements {
 		// Bounded, and skipping rows a claim holds, so that a purge never
 		// makes claims wait for long. A pending record never expires.
 		purge: `DELETE FROM ` + table + ` WHERE key IN (
-	SELECT key FROM ` + table + ` WHERE expires_at <= $1 AND state <> 'pending'
+	SELECT key FROM ` + table + ` WHERE expires_at <= $1 AND state IN ('done', 'failed')
 	LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	}
 }
@@ -180,7 +180,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	r := rec.record()
 	switch prev.rec.state {
 	case "": // refused
-		return ledger.ClaimResult{Previous: r}, nil
+		return ledger.Refused(r, p.Owner), nil
 	case "none":
 		return ledger.ClaimResult{Claimed: true, Attempt: r.Attempt}, nil
 	}

@@ -20,8 +20,10 @@
 // Buckets buckets chosen by a hash of the action key. Its fields hold the
 // whole record, the lease and the retention included, and readers apply
 // expiry from those fields with the store's Clock (ledger.Record.Expired:
-// a settled record past its retention counts as absent, a pending one
-// never); the key's TTL only reclaims memory. A settled record's key lives
+// a done or failed record past its retention counts as absent, a pending
+// or uncertain one never); the key's TTL only reclaims memory. An
+// uncertain record's key is kept for a century, until a claim or an
+// operator settles it. A done or failed record's key lives
 // until a minute after its retention (ExpiresAt) ends: a host whose clock
 // is a little behind the writer's still finds a record that has not
 // expired by its own clock, even one settled just as its retention ended

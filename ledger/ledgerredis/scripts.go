@@ -16,13 +16,18 @@ import "github.com/redis/go-redis/v9"
 // The functions the scripts share; each script takes those it uses.
 const (
 	luaGone = `
--- gone: the record counts as absent: it is settled and its retention has
--- run out. A pending record never expires (ledger.Record.Expired).
+-- gone: the record counts as absent: it is done or failed and its
+-- retention has run out. A pending or uncertain record never expires
+-- (ledger.Record.Expired).
 local function gone(s, e, now)
-  return s ~= 'pending' and now >= e
+  return (s == 'done' or s == 'failed') and now >= e
 end
 `
 	luaKeep = `
+-- uncertainKeep (a century, in ms) is how long an uncertain record is
+-- kept: it never expires (ledger.Record.Expired), until a claim or an
+-- operator settles it.
+local uncertainKeep = 3155760000000
 -- outlive makes index key k live at least ttl ms, so that the indexes of
 -- a ledger no longer written go with its records.
 local function outlive(k, ttl)
@@ -45,8 +50,8 @@ local function prune(now)
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
 end
 
--- keep sets the record's TTL and its place in the bucket's indexes. A
--- pending record is kept for grace ms beyond its retention and its lease,
+-- keep sets the record's TTL and its place in the bucket's indexes. An
+-- uncertain record is kept for uncertainKeep; a pending record is kept for grace ms beyond its retention and its lease,
 -- so that a claim after both still sees it and takes it over; a settled one
 -- until a minute after its retention ends, so that a host whose clock is
 -- behind the writer's still reads a record that has not expired by its own
@@ -55,6 +60,7 @@ end
 local function keep(s, l, e, now, grace)
   local d = e + 60000
   if s == 'pending' then d = math.max(e, l, now) + grace end
+  if s == 'uncertain' then d = now + uncertainKeep end
   if d <= now then d = now + 1 end
   for st, i in pairs(stateIndex) do
     if st == s then

@@ -252,7 +252,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 		if err != nil {
 			return ledger.ClaimResult{}, err
 		}
-		return ledger.ClaimResult{Previous: prev}, nil
+		return ledger.Refused(prev, p.Owner), nil
 	}
 	if len(reply) != 4 {
 		return ledger.ClaimResult{}, unexpected(v)

@@ -283,9 +283,10 @@ ALTER TABLE records_v2 RENAME TO records;
 var schema = fmt.Sprintf(recordsTable, "records") + recordsIndexes
 
 // expired is the SQL condition of ledger.Record.Expired at now (an SQL
-// parameter): settled and past its retention. A pending row never expires.
+// parameter): done or failed and past its retention. A pending or
+// uncertain row never expires.
 func expired(now string) string {
-	return "(state <> 'pending' AND expires_at <= " + now + ")"
+	return "(state IN ('done', 'failed') AND expires_at <= " + now + ")"
 }
 
 // claimable is the SQL condition under which an existing row gives way to a
@@ -683,8 +684,11 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 		// statement has run (errUnchanged), and reads.
 		if round > 0 || !s.wr.busy() {
 			prev, err := s.blocking(ctx, &p, now)
-			if err != nil || prev != nil {
-				return ledger.ClaimResult{Previous: prev}, err
+			if err != nil {
+				return ledger.ClaimResult{}, err
+			}
+			if prev != nil {
+				return ledger.Refused(prev, p.Owner), nil
 			}
 		}
 		res, err := s.insert(ctx, &p, now)

@@ -118,6 +118,7 @@ var cases = []struct {
 }{
 	{"ClaimAbsent", testClaimAbsent},
 	{"ClaimRepeatPending", testClaimRepeatPending},
+	{"ClaimRepeatOwn", testClaimRepeatOwn},
 	{"ClaimRepeatDone", testClaimRepeatDone},
 	{"ConcurrentClaims", testConcurrentClaims},
 	{"ConcurrentTakeovers", testConcurrentTakeovers},
@@ -327,7 +328,10 @@ func diff(got, want *ledger.Record) []string {
 	field("State", got.State == want.State, got.State, want.State)
 	field("Owner", got.Owner == want.Owner, got.Owner, want.Owner)
 	field("LeaseUntil", got.LeaseUntil.Equal(want.LeaseUntil), got.LeaseUntil, want.LeaseUntil)
-	field("ExpiresAt", got.ExpiresAt.Truncate(time.Second).Equal(want.ExpiresAt.Truncate(time.Second)), got.ExpiresAt, want.ExpiresAt)
+	// An uncertain record never expires, and a store may keep no expiry
+	// for it (DynamoDB drops its TTL attribute).
+	field("ExpiresAt", got.ExpiresAt.Truncate(time.Second).Equal(want.ExpiresAt.Truncate(time.Second)) ||
+		got.State == ledger.StateUncertain && got.ExpiresAt.IsZero(), got.ExpiresAt, want.ExpiresAt)
 	field("Fingerprint", got.Fingerprint == want.Fingerprint, got.Fingerprint, want.Fingerprint)
 	field("Attempt", got.Attempt == want.Attempt, got.Attempt, want.Attempt)
 	field("Summary", got.Summary == want.Summary, short(got.Summary), short(want.Summary))
@@ -373,12 +377,50 @@ func testClaimRepeatPending(h *h) {
 	for _, q := range []ledger.ClaimParams{
 		{Key: p.Key, Tool: p.Tool, RunID: p.RunID, Owner: "owner-b", LeaseUntil: h.clock.Now().Add(lease), Fingerprint: p.Fingerprint, ExpiresAt: h.clock.Now().Add(retention)},
 		{Key: p.Key, Tool: p.Tool, RunID: "run-2", Owner: "owner-c", LeaseUntil: h.clock.Now().Add(lease), Fingerprint: "fp-other", ExpiresAt: h.clock.Now().Add(retention)},
-		{Key: p.Key, Tool: p.Tool, RunID: p.RunID, Owner: p.Owner, LeaseUntil: h.clock.Now().Add(lease), Fingerprint: p.Fingerprint, ExpiresAt: h.clock.Now().Add(retention)},
 	} {
 		prev := h.mustNotClaim(q)
 		h.same("Previous of a repeat claim by "+q.Owner, prev, want)
 	}
 	h.unchanged("after repeats", want)
+}
+
+// A claim is safe to repeat with the same owner token (a driver's retry, a
+// reply lost after the write applied): the repeat has claimed the record,
+// changes nothing, and reports what the record proves of the first
+// delivery (ledger.Reclaimed).
+func testClaimRepeatOwn(h *h) {
+	// The first delivery created the record: nothing to reconcile.
+	p := h.params("k-repeat-own", "owner-a")
+	h.mustClaim(p)
+	want := pendingRecord(p, 1, t0, t0)
+	h.clock.Advance(time.Second)
+	res, err := h.s.Claim(h.ctx, p)
+	if err != nil || !res.Claimed || res.Attempt != 1 || res.Previous != nil || res.MustReconcile() {
+		h.Errorf("repeated claim of a record it created = %+v, %v; want claimed, attempt 1, Previous nil", res, err)
+	}
+	h.unchanged("after a repeated claim", want)
+
+	// The first delivery took over an uncertain record: the repeat must
+	// reconcile, up to the time of the takeover.
+	q := h.params("k-repeat-own-over", "owner-a")
+	h.mustClaim(q)
+	h.fail(q.Key, q.Owner, ledger.Failure{Reason: "timeout"})
+	h.clock.Advance(time.Second)
+	takeover := h.clock.Now()
+	q.Owner, q.LeaseUntil, q.ExpiresAt = "owner-b", takeover.Add(lease), takeover.Add(retention)
+	if first := h.mustClaim(q); !first.MustReconcile() {
+		h.Fatalf("takeover of an uncertain record = %+v, want MustReconcile", first)
+	}
+	h.clock.Advance(time.Second)
+	res, err = h.s.Claim(h.ctx, q)
+	if err != nil || !res.Claimed || !res.MustReconcile() || res.Previous.State != ledger.StateUncertain ||
+		!res.Previous.LeaseUntil.Equal(takeover) || res.Attempt != 1 {
+		h.Errorf("repeated takeover = %+v (previous %+v), %v; want claimed, MustReconcile, an uncertain Previous sent by %v",
+			res, res.Previous, err, takeover)
+	}
+	if got := h.get(q.Key); got.Owner != "owner-b" || got.State != ledger.StatePending || !got.UpdatedAt.Equal(takeover) {
+		h.Errorf("record after a repeated takeover = %+v, want it as the takeover left it", got)
+	}
 }
 
 func testClaimRepeatDone(h *h) {
@@ -753,8 +795,12 @@ func testExpiry(h *h) {
 	recs := []rec{
 		{"k-exp-done", func(k, o string) { h.complete(k, o, ledger.Completion{Summary: "ok"}) }},
 		{"k-exp-failed", func(k, o string) { h.fail(k, o, ledger.Failure{Definite: true, Reason: "no"}) }},
-		{"k-exp-uncertain", func(k, o string) { h.fail(k, o, ledger.Failure{Reason: "maybe"}) }},
 	}
+	// An uncertain record never expires: its effect may exist.
+	uncertain := h.params("k-exp-uncertain", "owner-a")
+	uncertain.LeaseUntil, uncertain.ExpiresAt = expires.Add(-time.Second), expires
+	h.mustClaim(uncertain)
+	h.fail(uncertain.Key, uncertain.Owner, ledger.Failure{Reason: "maybe"})
 	for _, r := range recs {
 		p := h.params(r.key, "owner-a")
 		p.LeaseUntil, p.ExpiresAt = expires.Add(-time.Second), expires
@@ -765,17 +811,35 @@ func testExpiry(h *h) {
 	for _, r := range recs {
 		h.get(r.key)
 	}
-	if got := h.list(ledger.Filter{}); len(got) != len(recs) {
-		h.Fatalf("List just before expiry: %d records, want %d", len(got), len(recs))
+	if got := h.list(ledger.Filter{}); len(got) != len(recs)+1 {
+		h.Fatalf("List just before expiry: %d records, want %d", len(got), len(recs)+1)
 	}
 
 	h.clock.Set(expires)
 	for _, r := range recs {
 		h.absent(r.key)
 	}
-	if got := h.list(ledger.Filter{}); len(got) != 0 {
-		h.Errorf("List after expiry = %+v, want none", got)
+	if got := h.list(ledger.Filter{}); len(got) != 1 || got[0].Key != uncertain.Key {
+		h.Errorf("List after expiry = %+v, want only the uncertain record", got)
 	}
+	h.clock.Set(expires.Add(30 * 24 * time.Hour))
+	if got := h.get(uncertain.Key); got.State != ledger.StateUncertain {
+		h.Errorf("uncertain record a month past its retention = %+v", got)
+	}
+	if got := h.list(ledger.Filter{State: ledger.StateUncertain}); len(got) != 1 {
+		h.Errorf("List of uncertain records a month past the retention = %+v, want the record", got)
+	}
+	other := h.params(uncertain.Key, "owner-c")
+	other.Fingerprint = "fp-other"
+	other.LeaseUntil, other.ExpiresAt = h.clock.Now().Add(lease), h.clock.Now().Add(retention)
+	if prev := h.mustNotClaim(other); prev.State != ledger.StateUncertain {
+		h.Errorf("claim of another action over an old uncertain record: blocked by %+v, want the uncertain record", prev)
+	}
+	other.Owner, other.Fingerprint = "owner-d", uncertain.Fingerprint
+	if res := h.mustClaim(other); !res.MustReconcile() || res.Previous.State != ledger.StateUncertain {
+		h.Errorf("claim over an old uncertain record = %+v, want a takeover that reconciles", res)
+	}
+	h.clock.Set(expires)
 	for _, r := range recs {
 		q := h.params(r.key, "owner-b")
 		q.Fingerprint = "fp-other"
@@ -816,9 +880,14 @@ func testPurge(h *h) {
 		if i%2 == 0 {
 			h.complete(p.Key, p.Owner, ledger.Completion{Summary: "ok"})
 		} else {
-			h.fail(p.Key, p.Owner, ledger.Failure{Reason: "maybe"})
+			h.fail(p.Key, p.Owner, ledger.Failure{Definite: true, Reason: "declined"})
 		}
 	}
+	// Nor is an uncertain record, whatever its retention.
+	uncertain := h.params("k-purge-uncertain", "owner-a")
+	uncertain.LeaseUntil, uncertain.ExpiresAt = t0.Add(time.Second), t0.Add(5*time.Second)
+	h.mustClaim(uncertain)
+	h.fail(uncertain.Key, uncertain.Owner, ledger.Failure{Reason: "maybe"})
 	// An abandoned claim whose retention has run out is not purged: its
 	// effect may exist, and only a takeover that reconciles may drop it.
 	abandoned := h.params("k-purge-pending", "owner-a")
@@ -827,7 +896,7 @@ func testPurge(h *h) {
 	h.clock.Set(t0.Add(25 * time.Second))
 	n, err := pg.Purge(h.ctx, t0.Add(20*time.Second))
 	if err != nil || n != 2 {
-		h.Fatalf("Purge(t0+20s) = %d, %v; want 2 records (expired at t0+10s and t0+20s; not the pending one)", n, err)
+		h.Fatalf("Purge(t0+20s) = %d, %v; want 2 records (expired at t0+10s and t0+20s; not the pending or uncertain one)", n, err)
 	}
 	if n, err := pg.Purge(h.ctx, t0.Add(20*time.Second)); err != nil || n != 0 {
 		h.Errorf("second Purge(t0+20s) = %d, %v; want 0", n, err)
@@ -839,8 +908,11 @@ func testPurge(h *h) {
 	h.get("k-purge-3")
 	h.get("k-purge-4")
 	h.same("abandoned claim after Purge", h.get(abandoned.Key), pendingRecord(abandoned, 1, t0, t0))
-	if got := h.list(ledger.Filter{}); len(got) != 3 {
-		h.Errorf("List after Purge: %d records, want 3", len(got))
+	if got := h.get(uncertain.Key); got.State != ledger.StateUncertain {
+		h.Errorf("uncertain record after Purge = %+v", got)
+	}
+	if got := h.list(ledger.Filter{}); len(got) != 4 {
+		h.Errorf("List after Purge: %d records, want 4", len(got))
 	}
 }
 

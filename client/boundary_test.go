@@ -1,0 +1,91 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+// lostReply applies the first n claims and then reports them failed, as a
+// connection dropped after the server ran the write would.
+type lostReply struct {
+	ledger.Store
+	lose atomic.Int64
+}
+
+func (s *lostReply) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, p)
+	if err == nil && s.lose.Add(-1) >= 0 {
+		return ledger.ClaimResult{}, fmt.Errorf("%w: read tcp: connection reset by peer", ledger.ErrUnavailable)
+	}
+	return res, err
+}
+
+// A claim applied whose reply was lost is not an action lost: the call
+// repeats the claim with its owner token, finds the record its own, and
+// runs the action once; the model is told it was done, and a repeat is
+// answered from the record.
+func TestClaimReplyLostRunsOnce(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	f := &fixture{clock: ledgertest.NewClock(t0)}
+	store := &lostReply{Store: ledgermem.New(&ledgermem.Config{Clock: f.clock})}
+	store.lose.Store(1)
+	f.with(t, store, nil, counted("send_reply", &runs, nil))
+	wantOutcome(t, f.call(t, "run", "send_reply", `{"ticketId":"7"}`), client.Executed, "Done: ")
+	wantOutcome(t, f.call(t, "run", "send_reply", `{"ticketId":"7"}`), client.AlreadyDone, "Already done earlier in this run")
+	if runs.Load() != 1 {
+		t.Fatalf("runs = %d, want 1", runs.Load())
+	}
+}
+
+// A lost reply of a claim that took over an uncertain record: what it took
+// over is unknown to the repeat, so the call reconciles before acting; a
+// tool without a reconciler stays uncertain and never runs a second time.
+func TestClaimReplyLostOverUncertainReconciles(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	f := &fixture{clock: ledgertest.NewClock(t0)}
+	store := &lostReply{Store: ledgermem.New(&ledgermem.Config{Clock: f.clock})}
+	f.with(t, store, nil, counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+		if runs.Load() == 1 {
+			return client.Effect{}, client.Ambiguous(fmt.Errorf("timeout after the request was sent"))
+		}
+		return client.Effect{Summary: "sent"}, nil
+	}))
+	wantOutcome(t, f.call(t, "run", "send_reply", `{"ticketId":"7"}`), client.Uncertain, "Outcome unknown")
+	f.clock.Advance(time.Second)
+	store.lose.Store(1)
+	wantOutcome(t, f.call(t, "run", "send_reply", `{"ticketId":"7"}`), client.Uncertain, "Outcome unknown")
+	if runs.Load() != 1 {
+		t.Fatalf("runs = %d, want 1: the takeover must not act without reconciling", runs.Load())
+	}
+}
+
+// An uncertain action is never forgotten: after the retention has run out,
+// a repeat is still told the outcome is unknown, and nothing runs again.
+func TestUncertainOutlivesRetention(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	f := newFixture(t, &client.Config{Wait: 20 * time.Millisecond, RecordTimeout: 200 * time.Millisecond, Retention: 10 * time.Second, Lease: 5 * time.Second},
+		counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			return client.Effect{}, fmt.Errorf("the provider answered something unreadable after committing")
+		}))
+	wantOutcome(t, f.call(t, "run", "send_reply", `{"ticketId":"7"}`), client.Uncertain, "an operator must check")
+	f.clock.Advance(48 * time.Hour)
+	wantOutcome(t, f.call(t, "run", "send_reply", `{"ticketId":"7"}`), client.Uncertain, "an operator must check")
+	if runs.Load() != 1 {
+		t.Fatalf("runs = %d, want 1", runs.Load())
+	}
+	recs, err := f.store.List(context.Background(), ledger.Filter{State: ledger.StateUncertain})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("uncertain records after the retention: %v, %v; want the action", recs, err)
+	}
+}
