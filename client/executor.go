@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,18 +92,12 @@ func (c *Config) withDefaults() Config {
 		d.Clock = ledger.SystemClock{}
 	}
 	if d.NewOwner == nil {
-		d.NewOwner = randomOwner
+		d.NewOwner = ledger.NewOwner
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	return d
-}
-
-func randomOwner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // Stats counts what an Executor did since it was created.
@@ -478,25 +470,9 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 	}
 	// A claim whose outcome is unknown (the store was unreachable, or its
 	// reply was lost after the write applied) is repeated with the same
-	// owner token until it is known: a repeat that finds the record held
-	// by that token has claimed it (ledger.Reclaimed), so the call goes on
-	// under it rather than leaving a claim nobody acts on. Only the
-	// caller's context, the lease or RecordTimeout end the repeats.
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(10*time.Millisecond),
-		backoff.WithMaxInterval(time.Second),
-		backoff.WithMaxElapsedTime(cfg.RecordTimeout),
-	)
-	return backoff.RetryWithData(func() (ledger.ClaimResult, error) {
-		cr, err := r.e.store.Claim(ctx, p)
-		switch {
-		case err == nil, !errors.Is(err, ledger.ErrUnavailable):
-			return cr, backoff.Permanent(err)
-		case !cfg.Clock.Now().Before(lease):
-			return cr, backoff.Permanent(err)
-		}
-		return cr, err
-	}, backoff.WithContext(b, ctx))
+	// owner token until it is known, so that the call goes on under a
+	// claim that did apply rather than leave it with nobody acting on it.
+	return ledger.ClaimRepeated(ctx, r.e.store, p, cfg.Clock, cfg.RecordTimeout)
 }
 
 // settle is the record write that ends a claimed call, and its result.

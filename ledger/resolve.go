@@ -2,8 +2,6 @@ package ledger
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -109,14 +107,9 @@ func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Ti
 	if retention <= 0 {
 		retention = DefaultResolvedRetention
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	owner := operatorPrefix + r.By + ":" + hex.EncodeToString(b[:])
+	owner := operatorPrefix + r.By + ":" + NewOwner()[:16]
 	lease := now.Add(time.Minute)
-	cr, err := s.Claim(ctx, ClaimParams{
-		Key: key, Tool: rec.Tool, RunID: rec.RunID, Owner: owner, LeaseUntil: lease,
-		Fingerprint: rec.Fingerprint, ExpiresAt: maxTime(now.Add(retention), lease.Add(time.Second)),
-	})
+	cr, err := ClaimRepeated(ctx, s, Takeover(rec, owner, now, lease, retention), fixedClock(now), 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -164,9 +157,8 @@ func (r *Record) ResolvedBy() string {
 	return by
 }
 
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
+
+// fixedClock is a Clock that stays at one time.
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }

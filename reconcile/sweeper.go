@@ -2,8 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,9 +35,13 @@ type SweeperConfig struct {
 	Limit int
 	// Concurrency is how many records are reconciled at once (default 4).
 	Concurrency int
-	// NewOwner returns a fresh owner token per claim (default: 128 random
-	// bits).
+	// NewOwner returns a fresh owner token per claim (default:
+	// ledger.NewOwner).
 	NewOwner func() string
+	// Retention is how long a record the sweeper settles is kept, counted
+	// from the settlement (default 24 hours, the executor's default; keep
+	// it at the executors' Config.Retention).
+	Retention time.Duration
 }
 
 // Report is what one sweep did. Every examined record is counted in
@@ -97,19 +99,16 @@ func NewSweeper(store ledger.Store, tools []client.Tool, cfg *SweeperConfig) *Sw
 		c.Concurrency = 4
 	}
 	if c.NewOwner == nil {
-		c.NewOwner = randomOwner
+		c.NewOwner = ledger.NewOwner
+	}
+	if c.Retention <= 0 {
+		c.Retention = 24 * time.Hour
 	}
 	recs := make(map[string]client.Reconciler, len(tools))
 	for _, t := range tools {
 		recs[t.Name] = t.Reconciler
 	}
 	return &Sweeper{store: store, recs: recs, cfg: c, cursorKey: CursorKey(c.RunID)}
-}
-
-func randomOwner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // Sweep lists the stuck records and reconciles each. The error joins the
@@ -317,10 +316,7 @@ func (s *Sweeper) claim(ctx context.Context, rec ledger.Record) (ledger.ClaimRes
 	if dl, ok := ctx.Deadline(); ok && dl.Before(lease) {
 		lease = dl
 	}
-	cr, err := s.store.Claim(ctx, ledger.ClaimParams{
-		Key: rec.Key, Tool: rec.Tool, RunID: rec.RunID, Owner: owner, LeaseUntil: lease,
-		Fingerprint: rec.Fingerprint, ExpiresAt: later(rec.ExpiresAt, lease.Add(time.Second)),
-	})
+	cr, err := ledger.ClaimRepeated(ctx, s.store, ledger.Takeover(&rec, owner, now, lease, s.cfg.Retention), s.cfg.Clock, s.cfg.Lease/4)
 	if err != nil {
 		return cr, owner, fmt.Errorf("reconcile: sweep %s: claim: %w", rec.Key, err)
 	}
@@ -361,13 +357,6 @@ func (s *Sweeper) settle(ctx context.Context, key, owner string, f ledger.Failur
 		return fmt.Errorf("reconcile: sweep %s: record: %w", key, err)
 	}
 	return nil
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // CursorTool is the tool name of the record in which a sweeper keeps its

@@ -381,3 +381,25 @@ func TestSweepersRace(t *testing.T) {
 		})
 	}
 }
+
+// A record the sweeper settles is kept for the retention from the
+// settlement, however old the uncertain record was: a repeat of the action
+// after that is answered from it, never run again.
+func TestSweeperSettledRecordKeptForRetention(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, memStore, providers.Capabilities{Lookup: providers.Consistent})
+	w.stuck(t, "k-old", ledger.StateUncertain)
+	w.shop.create(client.DownstreamKey("k-old", 1))
+	w.clock.Advance(30 * 24 * time.Hour) // a month past the claim's retention
+	if rep, err := w.sweeper(&reconcile.SweeperConfig{Retention: 48 * time.Hour}).Sweep(context.Background()); err != nil || rep.Done != 1 {
+		t.Fatalf("sweep: %+v, %v; want the record done", rep, err)
+	}
+	rec := w.state(t, "k-old")
+	if want := w.clock.Now().Add(48 * time.Hour); rec.State != ledger.StateDone || !rec.ExpiresAt.Equal(want) {
+		t.Fatalf("settled record %+v: want done, kept until %v", rec, want)
+	}
+	w.clock.Advance(47 * time.Hour)
+	if rec := w.state(t, "k-old"); rec.State != ledger.StateDone {
+		t.Fatalf("settled record two days later: %+v", rec)
+	}
+}
