@@ -1,12 +1,15 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
 	"math/big"
 	"net/netip"
 	"testing"
+
+	"github.com/idemkit/idemkit/ledger/ledgermem"
 )
 
 // normalizeTo is a Normalizer that returns out whatever the input.
@@ -116,5 +119,76 @@ func TestNormalizerBigIdsNeverCollide(t *testing.T) {
 		if !errors.Is(err1, ErrUnsafeNumber) {
 			t.Errorf("%s: invoice 9007199254740993: key %.8s, %v; want ErrUnsafeNumber (9007199254740992: key %.8s, %v)", name, k1, err1, k2, err2)
 		}
+	}
+}
+
+// An identity value that is empty once normalized is a missing one: two
+// calls with an empty id are not one action. A validated field may still
+// be empty.
+func TestEmptyIdentityIsMissing(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		norm Normalizer
+		in   string
+		msg  string
+	}{
+		{"exact", nil, `""`, "empty"},
+		{"String", String, `""`, "empty"},
+		{"Trimmed blanks", Trimmed, `"   "`, "empty"},
+		{"Trimmed newline", Trimmed, `"\n\t"`, "empty"},
+		{"CaseFolded", CaseFolded, `" "`, "empty"},
+		{"normalizer returns nil", normalizeTo(nil), `"x"`, "empty"},
+		{"normalizer returns a nil *big.Int", normalizeTo((*big.Int)(nil)), `"x"`, "empty"},
+		{"null", Trimmed, `null`, "missing or null"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			tool := &Tool{Name: "refund_order", Identity: []Field{{Path: "orderId", Norm: c.norm}, {Path: "amount"}}}
+			_, err := tool.Key("r", Call{Input: json.RawMessage(`{"orderId":` + c.in + `,"amount":10}`)}, 0)
+			var ie *InputError
+			if !errors.Is(err, ErrMissingField) || !errors.As(err, &ie) || ie.Field != "orderId" || ie.Msg != c.msg {
+				t.Errorf("orderId %s: %v; want ErrMissingField for orderId (%s)", c.in, err, c.msg)
+			}
+		})
+	}
+	// Not empty: white space kept by String, zero, false.
+	for in, norm := range map[string]Normalizer{`" "`: String, `0`: nil, `false`: nil, `"0"`: Integer} {
+		tool := &Tool{Name: "refund_order", Identity: []Field{{Path: "orderId", Norm: norm}}}
+		key(t, tool, "r", `{"orderId":`+in+`}`)
+	}
+	validated := &Tool{Name: "refund_order", Identity: []Field{{Path: "orderId"}}, Validated: []Field{{Path: "note", Norm: Trimmed}}}
+	if _, err := validated.identify("r", Call{Input: json.RawMessage(`{"orderId":"o-1","note":"  "}`)}, 0); err != nil {
+		t.Errorf("an empty validated field: %v", err)
+	}
+}
+
+// A refund with an empty order id is refused, not done once for every
+// empty id: the second caller is not told "refunded 10" for its 99.
+func TestEmptyIdentityNotOneAction(t *testing.T) {
+	t.Parallel()
+	runs := 0
+	exec := New(ledgermem.New(nil), nil)
+	err := exec.Register(Tool{
+		Name:     "refund_order",
+		Identity: []Field{{Path: "orderId", Norm: Trimmed}},
+		Run: func(context.Context, Invocation) (Effect, error) {
+			runs++
+			return Effect{Summary: "refunded"}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{`{"orderId": "", "amount": 10}`, `{"orderId": "", "amount": 99}`, `{"orderId": "   ", "amount": 99}`} {
+		res, err := exec.Execute(context.Background(), "run-1", Call{Tool: "refund_order", Input: json.RawMessage(in)})
+		want := "refund_order needs orderId to run safely (empty). Nothing was done."
+		if err != nil || res.Outcome != InvalidInput || !res.IsError || res.Text != want || !errors.Is(res.Err, ErrMissingField) {
+			t.Errorf("%s: %v %q %v %v; want InvalidInput %q", in, res.Outcome, res.Text, res.Err, err, want)
+		}
+	}
+	if runs != 0 {
+		t.Errorf("the tool ran %d times on an empty order id", runs)
 	}
 }

@@ -279,8 +279,8 @@ func lookup(obj map[string]any, path string) (any, bool) {
 }
 
 // fieldValue extracts and normalizes one field. required: identity fields
-// must be present, non-null scalars. present reports whether the field had
-// a value.
+// must be present, non-null scalars, and not empty after normalization
+// (nil or ""). present reports whether the field had a value.
 func fieldValue(tool string, obj map[string]any, f Field, required bool) (v any, present bool, err error) {
 	v, ok := lookup(obj, f.Path)
 	if !ok || v == nil {
@@ -302,6 +302,10 @@ func fieldValue(tool string, obj map[string]any, f Field, required bool) (v any,
 	if ie != nil {
 		ie.Tool, ie.Field = tool, f.Path
 		return nil, false, ie
+	}
+	if required && (v == nil || v == "") {
+		// An empty identity would make every empty call one action.
+		return nil, false, &InputError{Tool: tool, Field: f.Path, Err: ErrMissingField, Msg: "empty"}
 	}
 	return v, true, nil
 }

@@ -28,7 +28,8 @@ import (
 // a value as a string of its exact digits, as Integer and Decimal do. A
 // float is the number of its shortest decimal form (0.1 is 0.1), and an
 // integral float is refused from 2^53 up (2^24 for a float32): it may be
-// the rounding of another integer.
+// the rounding of another integer. For an identity field, nil or "" is a
+// missing value (ErrMissingField).
 type Normalizer interface {
 	Normalize(v any) (any, error)
 }

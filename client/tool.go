@@ -34,7 +34,9 @@ type Tool struct {
 	// Name is the tool name the model calls.
 	Name string
 	// Identity fields define the action: same values, same key. Each must be
-	// present and a scalar. Never include free text the model may rephrase.
+	// present, a scalar, and not empty once normalized (an empty string or
+	// nil is a missing value). Never include free text the model may
+	// rephrase.
 	Identity []Field
 	// Validated fields must not change between repeats of the action: a
 	// repeat whose validated fields differ from the first call's is a

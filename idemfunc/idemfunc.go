@@ -10,7 +10,8 @@
 // such as API Gateway's (powertools_json is the same function under the
 // name Powertools users know). Each expression must yield a scalar; its
 // value is normalized by the Key's Normalizer like a tool's identity
-// field.
+// field, and an identity value that is empty once normalized ("", or
+// blanks under client.Trimmed) is a missing one.
 package idemfunc
 
 import (
@@ -35,8 +36,8 @@ var (
 	ErrUncertain = errors.New("idemfunc: outcome unknown")
 	// ErrConflict: the identity was done with different validated values.
 	ErrConflict = errors.New("idemfunc: done earlier with different values")
-	// ErrInvalidInput: the input has no identity (a missing or non-scalar
-	// value).
+	// ErrInvalidInput: the input has no identity (a missing, empty or
+	// non-scalar value).
 	ErrInvalidInput = errors.New("idemfunc: invalid input")
 	// ErrResultNotKept: a repeat found the action done, but its Out was
 	// over the ledger's result limit and was not stored.

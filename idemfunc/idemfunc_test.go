@@ -102,6 +102,29 @@ func TestIdentityInJSONBody(t *testing.T) {
 	}
 }
 
+// An identity that is empty once normalized is missing: the call is
+// refused, not one action shared by every empty id.
+func TestEmptyIdentity(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	exec := client.New(ledgermem.New(nil), nil)
+	handle, err := idemfunc.Wrap(exec, "api", idemfunc.Options[int64]{
+		Identity: []idemfunc.Key{{Expr: "json_parse(body).orderId", Norm: client.Trimmed}},
+		Scope:    client.ScopeGlobal,
+	}, func(context.Context, events.APIGatewayProxyRequest) (int64, error) { return runs.Add(1), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"orderId": "", "amount": 10}`, `{"orderId": "", "amount": 99}`, `{"orderId": "  ", "amount": 99}`} {
+		if n, err := handle(context.Background(), events.APIGatewayProxyRequest{Body: body}); !errors.Is(err, idemfunc.ErrInvalidInput) || !errors.Is(err, client.ErrMissingField) {
+			t.Errorf("%s: %d, %v; want ErrInvalidInput for a missing field", body, n, err)
+		}
+	}
+	if runs.Load() != 0 {
+		t.Errorf("%d runs on an empty order id", runs.Load())
+	}
+}
+
 // A definite failure is returned and a later call runs again; an unmarked
 // error leaves the call uncertain and is not run again.
 func TestFailures(t *testing.T) {

@@ -177,6 +177,26 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
+// An identity that is empty once normalized is a missing one: refused,
+// nothing sent, not one action for every empty id.
+func TestEmptyIdentity(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t)
+	cfg := rec.config(mcpgateway.ToolConfig{Identity: []mcpgateway.FieldConfig{{Path: "id", Norm: "trimmed"}}})
+	cfg.Run.ID = "r"
+	_, url := startGateway(t, ledgermem.New(nil), cfg)
+	cs := connect(t, url)
+	for _, id := range []string{"", "   ", ""} {
+		res := call(t, cs, "act", map[string]any{"id": id}, nil)
+		if !res.IsError || outcome(res) != "invalid input" || !strings.Contains(lastText(res), "act needs id to run safely") {
+			t.Errorf("id %q: %s %v", id, outcome(res), texts(res))
+		}
+	}
+	if n := rec.count(); n != 0 {
+		t.Errorf("upstream calls: %d, want 0", n)
+	}
+}
+
 // A result larger than the ledger keeps is returned the first time, and a
 // repeat says it cannot be shown again.
 func TestReplayTooLarge(t *testing.T) {
