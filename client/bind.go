@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -36,7 +37,10 @@ var ErrNotBound = errors.New("client: the invocation carries no parsed input (it
 // Struct tags are read as encoding/json/v2 reads them, which for decoding
 // is as encoding/json does (`json:"name"`, `json:"-"`, `json:",string"`)
 // but for the case of names; types with an UnmarshalJSON or UnmarshalText
-// method decode themselves.
+// method decode themselves. A number field tagged `json:",string"` takes
+// a number in a JSON string, as in encoding/json, and also the number
+// bound for an identity or validated field: the model wrote "1000" for
+// such a field, and its normalizer (client.Integer) made it 1000.
 //
 // A value the model sent that does not fit v (a string where v has an
 // integer) is an error that is permanent (ClassOf reports ClassPermanent:
@@ -55,11 +59,11 @@ func (inv Invocation) Bind(v any) error {
 	if inv.args == nil {
 		return Permanent(ErrNotBound)
 	}
-	doc, err := json.Marshal(inv.args) // encoding/json writes json.Number as a number
+	doc, err := json.Marshal(inv.args.doc) // encoding/json writes json.Number as a number
 	if err != nil {
 		return Permanent(fmt.Errorf("client: Bind: %w", err))
 	}
-	err = jsonv2.Unmarshal(doc, v)
+	err = jsonv2.Unmarshal(doc, v, inv.args.options())
 	var se *jsonv2.SemanticError
 	switch {
 	case err == nil:
@@ -72,6 +76,56 @@ func (inv Invocation) Bind(v any) error {
 		msg += " (" + se.Err.Error() + ")"
 	}
 	return Permanent(&InputError{Tool: inv.Tool, Field: dottedPath(se.JSONPointer), Err: ErrFieldType, Msg: msg})
+}
+
+// boundInput is what Invocation.Bind decodes: the parsed input with every
+// identity and validated field replaced by its bound value, and where
+// those values are numbers.
+type boundInput struct {
+	doc     map[string]any
+	numbers []jsontext.Pointer
+}
+
+// options returns the decoding options of Bind: a bound number fills a
+// number field whatever its `,string` tag, which would otherwise take a
+// number in a JSON string only. The number's form is the normalizer's
+// choice, not the model's, so the tag cannot have been written for it.
+func (b *boundInput) options() jsonv2.Options {
+	if len(b.numbers) == 0 {
+		return nil
+	}
+	return jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v any) error {
+		if dec.PeekKind() != '0' || !plainNumber(reflect.TypeOf(v).Elem()) || !slices.Contains(b.numbers, dec.StackPointer()) {
+			return errors.ErrUnsupported // decoded as usual
+		}
+		num, err := dec.ReadValue()
+		if err != nil {
+			return err
+		}
+		return jsonv2.Unmarshal(num, v) // without the tag
+	}))
+}
+
+// plainNumber reports whether t is a Go integer or float type without
+// methods of its own to decode JSON.
+func plainNumber(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64:
+		p := reflect.PointerTo(t)
+		return !p.Implements(jsonUnmarshaler) && !p.Implements(textUnmarshaler) && !p.Implements(jsonv2Unmarshaler) && !p.Implements(jsonv2UnmarshalerFrom)
+	}
+	return false
+}
+
+// pointerTo returns the JSON pointer of a dotted path.
+func pointerTo(path string) jsontext.Pointer {
+	var p jsontext.Pointer
+	for part := range strings.SplitSeq(path, ".") {
+		p = p.AppendToken(part)
+	}
+	return p
 }
 
 // describeType names what a Go type holds, in the words of the model's
@@ -106,8 +160,10 @@ func describeType(t reflect.Type) string {
 }
 
 var (
-	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	jsonUnmarshaler       = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler       = reflect.TypeFor[encoding.TextUnmarshaler]()
+	jsonv2Unmarshaler     = reflect.TypeFor[jsonv2.Unmarshaler]()
+	jsonv2UnmarshalerFrom = reflect.TypeFor[jsonv2.UnmarshalerFrom]()
 )
 
 // dottedPath turns a JSON pointer into a dotted path like a Field's

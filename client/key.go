@@ -72,11 +72,16 @@ func (id *identity) described(t *Tool) string {
 // args returns the parsed input with every identity and validated field
 // replaced by its bound value (bindValue), for Invocation.Bind. It
 // changes the input in place; calling it again changes nothing more.
-func (id *identity) args() map[string]any {
+func (id *identity) args() *boundInput {
+	b := &boundInput{doc: id.input}
 	for _, h := range id.hashed {
-		setPath(id.input, h.field.Path, bindValue(h.field, h.value))
+		v := bindValue(h.field, h.value)
+		setPath(id.input, h.field.Path, v)
+		if _, ok := v.(json.Number); ok {
+			b.numbers = append(b.numbers, pointerTo(h.field.Path))
+		}
 	}
-	return id.input
+	return b
 }
 
 // ParseInput decodes a call's input: a JSON object of at most maxBytes
