@@ -11,7 +11,12 @@
 // name Powertools users know). Each expression must yield a scalar; its
 // value is normalized by the Key's Normalizer like a tool's identity
 // field, and an identity value that is empty once normalized ("", or
-// blanks under client.Trimmed) is a missing one.
+// blanks under client.Trimmed) is a missing one. Numbers are never
+// rounded: the input's numbers keep their digits, so does to_number
+// ("9007199254740993" stays 9007199254740993, where the library's own
+// to_number parses a float64), and a number JMESPath computes in floating
+// point (a literal, length(), arithmetic) is refused unless it is an
+// integer below 2^53.
 package idemfunc
 
 import (
@@ -20,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -228,7 +234,10 @@ func compile(name, prefix string, keys []Key) ([]selector, error) {
 
 // selectInput evaluates the selectors over in's JSON form and returns the
 // document {"id0": v, ..., "v0": v, ...} the executor derives the key from.
-// Numbers stay exact (json.Number), so large ids never round.
+// Numbers stay exact (json.Number), so large ids never round: to_number
+// keeps the number's text (see toNumber), and a number the library
+// computed in float64 (a literal, length(), arithmetic) is refused unless
+// it is an integer below 2^53, which no rounding made.
 func selectInput[In any](in In, sel []selector) (json.RawMessage, error) {
 	raw, err := json.Marshal(in)
 	if err != nil {
@@ -247,6 +256,9 @@ func selectInput[In any](in In, sel []selector) (json.RawMessage, error) {
 		if v == nil && s.field[0] == 'i' {
 			return nil, fmt.Errorf("expression %q selects nothing", s.expr)
 		}
+		if f, ok := v.(float64); ok && (f != math.Trunc(f) || math.Abs(f) >= 1<<53) {
+			return nil, fmt.Errorf("expression %q computes the number %v in floating point, which may be rounded: select a number of the input, or use to_number, which keeps its digits", s.expr, f)
+		}
 		fields[s.field] = v
 	}
 	return json.Marshal(fields)
@@ -263,7 +275,8 @@ func decodeExact(raw []byte) (any, error) {
 }
 
 // jsonFunctions adds json_parse (alias powertools_json): the value of a
-// JSON-encoded string, for bodies such as API Gateway's and SQS's.
+// JSON-encoded string, for bodies such as API Gateway's and SQS's; and
+// replaces to_number with toNumber.
 var jsonFunctions = func() []jmespath.FunctionEntry {
 	parse := func(args []any) (any, error) {
 		s, ok := args[0].(string)
@@ -280,5 +293,34 @@ var jsonFunctions = func() []jmespath.FunctionEntry {
 			Handler:   parse,
 		})
 	}
-	return fs
+	// Functions given to Compile take the place of the built-in ones of
+	// the same name.
+	return append(fs, jmespath.FunctionEntry{
+		Name:      "to_number",
+		Arguments: []jmespath.ArgSpec{{Types: []jmespath.JpType{jmespath.JpAny}}},
+		Handler:   toNumber,
+	})
 }()
+
+// toNumber is JMESPath's to_number without rounding. The library's parses
+// a string into a float64, so to_number("9007199254740993") was
+// 9007199254740992 and two orders were one action, and it fails on the
+// input's numbers, which are json.Number here. This one returns a number
+// as it is, a string that is a JSON number (RFC 8259, as the JMESPath
+// specification says) as that number's exact text, and null for anything
+// else.
+func toNumber(args []any) (any, error) {
+	switch x := args[0].(type) {
+	case json.Number, float64:
+		return x, nil
+	case string:
+		// A JSON number starts with '-' or a digit and ends with a digit;
+		// json.Valid checks the rest, and that nothing surrounds it.
+		if x != "" && (x[0] == '-' || isDigit(x[0])) && isDigit(x[len(x)-1]) && json.Valid([]byte(x)) {
+			return json.Number(x), nil
+		}
+	}
+	return nil, nil
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

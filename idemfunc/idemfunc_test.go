@@ -102,6 +102,29 @@ func TestIdentityInJSONBody(t *testing.T) {
 	}
 }
 
+// to_number of a large id does not round it: two orders whose ids a
+// double cannot tell apart are two actions, and the second order does not
+// get the first one's output.
+func TestToNumberKeepsBigIds(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	handle, err := idemfunc.Wrap(exec, "api", idemfunc.Options[string]{
+		Identity: []idemfunc.Key{{Expr: "to_number(json_parse(body).orderId)", Norm: client.Integer}},
+		Scope:    client.ScopeGlobal,
+	}, func(_ context.Context, req events.APIGatewayProxyRequest) (string, error) {
+		return "charged " + req.Body, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"orderId": "9007199254740993"}`, `{"orderId": "9007199254740992"}`, `{"orderId": 9007199254740991}`} {
+		out, err := handle(context.Background(), events.APIGatewayProxyRequest{Body: body})
+		if err != nil || out != "charged "+body {
+			t.Errorf("%s: %q, %v; want its own charge", body, out, err)
+		}
+	}
+}
+
 // An identity that is empty once normalized is missing: the call is
 // refused, not one action shared by every empty id.
 func TestEmptyIdentity(t *testing.T) {
