@@ -45,9 +45,11 @@ var (
 	// ErrInvalidInput: the input has no identity (a missing, empty or
 	// non-scalar value).
 	ErrInvalidInput = errors.New("idemfunc: invalid input")
-	// ErrResultNotKept: a repeat found the action done, but its Out was
-	// over the ledger's result limit and was not stored.
-	ErrResultNotKept = errors.New("idemfunc: done earlier, but the result was too large to keep")
+	// ErrResultNotKept: the action is done, but its Out was not stored:
+	// it was over the ledger's result limit, or the action was settled
+	// without it (a Reconciler found the effect, or an operator resolved
+	// the record with ledger.Resolve).
+	ErrResultNotKept = errors.New("idemfunc: done, but the result was not kept")
 )
 
 // Key selects one identity or validated value by a JMESPath expression.
@@ -79,8 +81,8 @@ type Options[Out any] struct {
 	Ref func(Out) string
 	// Reconciler is asked after an ambiguous outcome (see client.Tool).
 	Reconciler client.Reconciler
-	// ZeroOnLostResult: a repeat whose Out was too large to store returns
-	// Out's zero value and no error, instead of ErrResultNotKept.
+	// ZeroOnLostResult: a call that finds the action done without its Out
+	// (see ErrResultNotKept) returns Out's zero value and no error.
 	ZeroOnLostResult bool
 }
 
@@ -105,6 +107,19 @@ type holderKey struct{ name string }
 // did nothing with client.Definite or client.Permanent; an unmarked error
 // leaves the call uncertain.
 func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, error), error) {
+	call, err := wrap(exec, name, opts, fn)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, in In) (Out, error) {
+		out, _, err := call(ctx, in)
+		return out, err
+	}, nil
+}
+
+// wrap is Wrap whose function also returns the executor's Result (an
+// InvalidInput one, without a key, when the input has no identity).
+func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, client.Result, error), error) {
 	if fn == nil {
 		return nil, fmt.Errorf("idemfunc: %s: nil function", name)
 	}
@@ -160,11 +175,12 @@ func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 		return nil, err
 	}
 	selectors := append(idn, val...)
-	return func(ctx context.Context, in In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, client.Result, error) {
 		var zero Out
 		input, err := selectInput(in, selectors)
 		if err != nil {
-			return zero, fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, err)
+			err = fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, err)
+			return zero, client.Result{Outcome: client.InvalidInput, IsError: true, Err: err}, err
 		}
 		runID := name
 		if opts.RunID != nil {
@@ -173,27 +189,29 @@ func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 		h := &holder[In, Out]{in: in}
 		res, err := exec.Execute(context.WithValue(ctx, hk, h), runID, client.Call{Tool: name, Input: input})
 		if err != nil {
-			return zero, err
+			return zero, res, err
 		}
+		var out Out
 		switch res.Outcome {
 		case client.Executed:
 			if h.ran {
-				return h.out, nil
+				return h.out, res, nil
 			}
-			return decode[Out](res.Payload, opts.ZeroOnLostResult) // merged with a concurrent call
+			out, err = decode[Out](res.Payload, opts.ZeroOnLostResult) // merged with a concurrent call, or reconciled
 		case client.AlreadyDone:
-			return decode[Out](res.Payload, opts.ZeroOnLostResult)
+			out, err = decode[Out](res.Payload, opts.ZeroOnLostResult)
 		case client.Failed:
-			return zero, res.Err
+			err = res.Err
 		case client.InProgress:
-			return zero, fmt.Errorf("%w: %s", ErrInProgress, name)
+			err = fmt.Errorf("%w: %s", ErrInProgress, name)
 		case client.Conflict:
-			return zero, fmt.Errorf("%w: %s", ErrConflict, res.Text)
+			err = fmt.Errorf("%w: %s", ErrConflict, res.Text)
 		case client.InvalidInput:
-			return zero, fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, res.Err)
+			err = fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, res.Err)
 		default:
-			return zero, fmt.Errorf("%w: %s: %w", ErrUncertain, name, res.Err)
+			err = fmt.Errorf("%w: %s: %w", ErrUncertain, name, res.Err)
 		}
+		return out, res, err
 	}, nil
 }
 
