@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/mcpgateway"
 	"github.com/idemkit/idemkit/otelidem"
@@ -216,8 +217,34 @@ func TestReplayTooLarge(t *testing.T) {
 		t.Fatalf("first: %s", outcome(res))
 	}
 	res := call(t, cs, "act", args, nil)
-	if outcome(res) != "already done" || len(res.Content) != 1 || !strings.Contains(lastText(res), "too large to keep") {
+	if outcome(res) != "already done" || len(res.Content) != 1 || !strings.Contains(lastText(res), "result was not kept") {
 		t.Fatalf("repeat: %s %v", outcome(res), texts(res))
+	}
+}
+
+// An action an operator resolved done has no stored result: a replay
+// says it was not kept, not that it was too large.
+func TestReplayResolved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec := newRecorder(t)
+	cfg := rec.config(mcpgateway.ToolConfig{Replay: true})
+	cfg.Run.ID = "r"
+	store := ledgermem.New(nil)
+	_, url := startGateway(t, store, cfg)
+	cs := connect(t, url)
+	args := map[string]any{"id": "x", "fail": true} // an error result: uncertain
+	res := call(t, cs, "act", args, nil)
+	key, _ := res.Meta[mcpgateway.KeyMeta].(string)
+	if outcome(res) != "uncertain" || key == "" {
+		t.Fatalf("first: %s %v", outcome(res), texts(res))
+	}
+	if _, err := ledger.Resolve(ctx, store, key, ledger.Resolution{Done: true, Summary: "done by hand", By: "alice"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	res = call(t, cs, "act", args, nil)
+	if outcome(res) != "already done" || !strings.Contains(lastText(res), "result was not kept") || strings.Contains(lastText(res), "too large") {
+		t.Fatalf("after the operator resolved it: %s %v", outcome(res), texts(res))
 	}
 }
 
