@@ -98,7 +98,8 @@ type holderKey struct{ name string }
 // Wrap registers a tool named name with exec and returns fn made
 // exactly-once per identity. The returned function answers:
 //   - the tool ran now: fn's Out and nil;
-//   - done earlier: the first call's Out (decoded from the ledger) and nil;
+//   - done earlier: the first call's Out (decoded from the ledger, where
+//     a number in an interface value is an exact json.Number) and nil;
 //   - fn failed definitely: fn's error;
 //   - otherwise an error matching ErrInProgress, ErrUncertain,
 //     ErrConflict, ErrInvalidInput or ErrResultNotKept, wrapping the cause.
@@ -223,7 +224,11 @@ func decode[Out any](payload json.RawMessage, zeroOK bool) (Out, error) {
 		}
 		return out, ErrResultNotKept
 	}
-	if err := json.Unmarshal(payload, &out); err != nil {
+	// A number in an interface value decodes as a json.Number, not as a
+	// float64 that would round a large id.
+	d := json.NewDecoder(bytes.NewReader(payload))
+	d.UseNumber()
+	if err := d.Decode(&out); err != nil {
 		return out, fmt.Errorf("idemfunc: stored result does not decode: %w", err)
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package idemfunc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -122,6 +123,33 @@ func TestToNumberKeepsBigIds(t *testing.T) {
 		if err != nil || out != "charged "+body {
 			t.Errorf("%s: %q, %v; want its own charge", body, out, err)
 		}
+	}
+}
+
+// A repeat's Out is the first call's, large numbers in interface values
+// included: they are not rounded through float64.
+func TestRepeatKeepsBigNumbers(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	charge, err := idemfunc.Wrap(exec, "charge", idemfunc.Options[map[string]any]{
+		Identity: []idemfunc.Key{{Expr: "orderId", Norm: client.Integer}},
+	}, func(_ context.Context, o order) (map[string]any, error) {
+		return map[string]any{"chargeId": int64(9007199254740993), "orderId": o.OrderID}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []string
+	for range 2 {
+		out, err := charge(context.Background(), order{OrderID: 7})
+		js, _ := json.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, string(js))
+	}
+	if want := `{"chargeId":9007199254740993,"orderId":7}`; outs[0] != want || outs[1] != want {
+		t.Errorf("first %s, repeat %s; want both %s", outs[0], outs[1], want)
 	}
 }
 
