@@ -24,10 +24,11 @@ var ErrNotBound = errors.New("client: the invocation carries no parsed input (it
 //
 //   - identity and validated fields arrive normalized: with client.Integer,
 //     1000, 1000.0, "1000" and "1e3" all arrive as the JSON number 1000
-//     (bind it to an integer type, or big.Int beyond 64 bits); with
-//     Decimal, "10.00" arrives as 10; with Trimmed, " pi_1 " as "pi_1";
-//     with CaseFolded and Email, the folded text; a number without a
-//     normalizer arrives as the value its key hashed (10.0 and 1e1 as 10);
+//     (bind it to an integer type, or big.Int or json.Number beyond 64
+//     bits); with Decimal, "10.00" arrives as 10; with Trimmed, " pi_1 "
+//     as "pi_1"; with CaseFolded and Email, the folded text; a number
+//     without a normalizer arrives as the value its key hashed (10.0 and
+//     1e1 as 10);
 //   - object member names match struct fields exactly, case included
 //     (`json:"amount"` is filled from "amount" only, never from "Amount"),
 //     and the input has no names that differ only in case (the Executor
@@ -40,7 +41,8 @@ var ErrNotBound = errors.New("client: the invocation carries no parsed input (it
 // method decode themselves. A number field tagged `json:",string"` takes
 // a number in a JSON string, as in encoding/json, and also the number
 // bound for an identity or validated field: the model wrote "1000" for
-// such a field, and its normalizer (client.Integer) made it 1000.
+// such a field, and its normalizer (client.Integer) made it 1000. A
+// json.Number field takes a number exactly, as in encoding/json.
 //
 // A value the model sent that does not fit v (a string where v has an
 // integer) is an error that is permanent (ClassOf reports ClassPermanent:
@@ -86,17 +88,27 @@ type boundInput struct {
 	numbers []jsontext.Pointer
 }
 
-// options returns the decoding options of Bind: a bound number fills a
-// number field whatever its `,string` tag, which would otherwise take a
-// number in a JSON string only. The number's form is the normalizer's
-// choice, not the model's, so the tag cannot have been written for it.
+// options returns the decoding options of Bind, which read numbers as
+// encoding/json does where encoding/json/v2 differs: a json.Number takes
+// a number (v2 does not know the type), and a number bound for an
+// identity or validated field fills a number field whatever its
+// `,string` tag, which would otherwise take a number in a JSON string
+// only. The bound number's form is the normalizer's choice, not the
+// model's, so the tag cannot have been written for it.
 func (b *boundInput) options() jsonv2.Options {
-	if len(b.numbers) == 0 {
-		return nil
-	}
 	return jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v any) error {
-		if dec.PeekKind() != '0' || !plainNumber(reflect.TypeOf(v).Elem()) || !slices.Contains(b.numbers, dec.StackPointer()) {
+		if dec.PeekKind() != '0' {
 			return errors.ErrUnsupported // decoded as usual
+		}
+		if n, ok := v.(*json.Number); ok {
+			num, err := dec.ReadValue()
+			if err == nil {
+				*n = json.Number(num)
+			}
+			return err
+		}
+		if !plainNumber(reflect.TypeOf(v).Elem()) || !slices.Contains(b.numbers, dec.StackPointer()) {
+			return errors.ErrUnsupported
 		}
 		num, err := dec.ReadValue()
 		if err != nil {

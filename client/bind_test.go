@@ -232,6 +232,23 @@ func TestBindStringTag(t *testing.T) {
 	}
 }
 
+// A json.Number field gets a number exactly, as in encoding/json: an id
+// beyond 2^53 that client.Integer hashed, or any other number.
+func TestBindJSONNumber(t *testing.T) {
+	t.Parallel()
+	inv := bound(t, client.Tool{Name: "ship", Identity: []client.Field{{Path: "orderId", Norm: client.Integer}}},
+		`{"orderId": "9007199254740993", "box": {"weight": 1.50}}`)
+	var in struct {
+		OrderID json.Number `json:"orderId"`
+		Box     struct {
+			Weight *json.Number `json:"weight"`
+		} `json:"box"`
+	}
+	if err := inv.Bind(&in); err != nil || in.OrderID != "9007199254740993" || in.Box.Weight == nil || *in.Box.Weight != "1.50" {
+		t.Errorf("bound %+v, %v", in, err)
+	}
+}
+
 // Input that does not fit the tool's type is the model's mistake: a
 // permanent failure naming the field, and nothing was done.
 func TestBindWrongType(t *testing.T) {
