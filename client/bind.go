@@ -97,22 +97,17 @@ type boundInput struct {
 // model's, so the tag cannot have been written for it.
 func (b *boundInput) options() jsonv2.Options {
 	return jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v any) error {
-		if dec.PeekKind() != '0' {
+		n, isNumber := v.(*json.Number)
+		if dec.PeekKind() != '0' || !isNumber && (!plainNumber(reflect.TypeOf(v).Elem()) || !slices.Contains(b.numbers, dec.StackPointer())) {
 			return errors.ErrUnsupported // decoded as usual
 		}
-		if n, ok := v.(*json.Number); ok {
-			num, err := dec.ReadValue()
-			if err == nil {
-				*n = json.Number(num)
-			}
-			return err
-		}
-		if !plainNumber(reflect.TypeOf(v).Elem()) || !slices.Contains(b.numbers, dec.StackPointer()) {
-			return errors.ErrUnsupported
-		}
 		num, err := dec.ReadValue()
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
+		case isNumber:
+			*n = json.Number(num)
+			return nil
 		}
 		return jsonv2.Unmarshal(num, v) // without the tag
 	}))

@@ -441,14 +441,14 @@ func exactBigFloat(x *big.Float) (any, *InputError) {
 
 // exactNumber returns the json.Number, in plain decimal, that key
 // derivation hashes for a number written in decimal, or an *InputError
-// (without Tool and Field) when canonical JSON would change it: canonical JSON represents a
-// number by the shortest decimal form of its IEEE double, so
-// 9007199254740993 would hash like 9007199254740992 and two different
-// order ids would share a key. A number passes when it has at most
-// MaxNumberDigits digits written out and is that shortest form's value
-// (10, 1e1, 10.0 and 0.1 pass, as 10, 10, 10 and 0.1; 9007199254740993 and
-// 0.1000000000000000001 do not). Two different numbers that pass have
-// different doubles.
+// (without Tool and Field) when canonical JSON would change it: canonical
+// JSON represents a number by the shortest decimal form of its IEEE
+// double, so 9007199254740993 would hash like 9007199254740992 and two
+// different order ids would share a key. A number passes when it has at
+// most MaxNumberDigits digits written out and is that shortest form's
+// value (10, 1e1, 10.0 and 0.1 pass, as 10, 10, 10 and 0.1;
+// 9007199254740993 and 0.1000000000000000001 do not). Two different
+// numbers that pass have different doubles.
 func exactNumber(s string) (any, *InputError) {
 	d, err := parseDecimal(s)
 	if err != nil {
