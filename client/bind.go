@@ -58,7 +58,7 @@ func (inv Invocation) Bind(v any) error {
 	if rv := reflect.ValueOf(v); rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return Permanent(fmt.Errorf("client: Bind needs a non-nil pointer, not %T", v))
 	}
-	if inv.args == nil {
+	if inv.args.doc == nil {
 		return Permanent(ErrNotBound)
 	}
 	doc, err := json.Marshal(inv.args.doc) // encoding/json writes json.Number as a number
@@ -95,7 +95,7 @@ type boundInput struct {
 // `,string` tag, which would otherwise take a number in a JSON string
 // only. The bound number's form is the normalizer's choice, not the
 // model's, so the tag cannot have been written for it.
-func (b *boundInput) options() jsonv2.Options {
+func (b boundInput) options() jsonv2.Options {
 	return jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v any) error {
 		n, isNumber := v.(*json.Number)
 		if dec.PeekKind() != '0' || !isNumber && (!plainNumber(reflect.TypeOf(v).Elem()) || !slices.Contains(b.numbers, dec.StackPointer())) {

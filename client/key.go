@@ -72,8 +72,8 @@ func (id *identity) described(t *Tool) string {
 // args returns the parsed input with every identity and validated field
 // replaced by its bound value (bindValue), for Invocation.Bind. It
 // changes the input in place; calling it again changes nothing more.
-func (id *identity) args() *boundInput {
-	b := &boundInput{doc: id.input}
+func (id *identity) args() boundInput {
+	b := boundInput{doc: id.input}
 	for _, h := range id.hashed {
 		v := bindValue(h.field, h.value)
 		setPath(id.input, h.field.Path, v)

@@ -86,7 +86,7 @@ type Invocation struct {
 	// header, a metadata reference, an external id): Key for the first
 	// attempt, Key + "-" + Attempt for later ones.
 	DownstreamKey string
-	args          *boundInput // the parse Key was derived from; see Bind
+	args          boundInput // the parse Key was derived from; see Bind
 }
 
 // DownstreamKey returns the key a provider sees for the given attempt of an
