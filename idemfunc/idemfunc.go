@@ -177,11 +177,11 @@ func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 	}
 	selectors := append(idn, val...)
 	return func(ctx context.Context, in In) (Out, client.Result, error) {
-		var zero Out
+		var out Out
 		input, err := selectInput(in, selectors)
 		if err != nil {
 			err = fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, err)
-			return zero, client.Result{Outcome: client.InvalidInput, IsError: true, Err: err}, err
+			return out, client.Result{Outcome: client.InvalidInput, IsError: true, Err: err}, err
 		}
 		runID := name
 		if opts.RunID != nil {
@@ -190,9 +190,8 @@ func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 		h := &holder[In, Out]{in: in}
 		res, err := exec.Execute(context.WithValue(ctx, hk, h), runID, client.Call{Tool: name, Input: input})
 		if err != nil {
-			return zero, res, err
+			return out, res, err
 		}
-		var out Out
 		switch res.Outcome {
 		case client.Executed:
 			if h.ran {
@@ -224,11 +223,8 @@ func decode[Out any](payload json.RawMessage, zeroOK bool) (Out, error) {
 		}
 		return out, ErrResultNotKept
 	}
-	// A number in an interface value decodes as a json.Number, not as a
-	// float64 that would round a large id.
-	d := json.NewDecoder(bytes.NewReader(payload))
-	d.UseNumber()
-	if err := d.Decode(&out); err != nil {
+	out, err := decodeExact[Out](payload)
+	if err != nil {
 		return out, fmt.Errorf("idemfunc: stored result does not decode: %w", err)
 	}
 	return out, nil
@@ -266,7 +262,7 @@ func selectInput[In any](in In, sel []selector) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("input does not encode as JSON: %w", err)
 	}
-	doc, err := decodeExact(raw)
+	doc, err := decodeExact[any](raw)
 	if err != nil {
 		return nil, err
 	}
@@ -287,14 +283,14 @@ func selectInput[In any](in In, sel []selector) (json.RawMessage, error) {
 	return json.Marshal(fields)
 }
 
-func decodeExact(raw []byte) (any, error) {
+// decodeExact decodes JSON into a T whose interface values hold numbers
+// as json.Number, not as a float64 that would round a large id.
+func decodeExact[T any](raw []byte) (T, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	var v T
+	err := d.Decode(&v)
+	return v, err
 }
 
 // jsonFunctions adds json_parse (alias powertools_json): the value of a
@@ -306,7 +302,7 @@ var jsonFunctions = func() []jmespath.FunctionEntry {
 		if !ok {
 			return nil, errors.New("json_parse: argument is not a string")
 		}
-		return decodeExact([]byte(s))
+		return decodeExact[any]([]byte(s))
 	}
 	var fs []jmespath.FunctionEntry
 	for _, name := range []string{"json_parse", "powertools_json"} {
