@@ -178,6 +178,77 @@ func TestBindNormalizers(t *testing.T) {
 	}
 }
 
+// A number field tagged `json:",string"` gets the number bound for an
+// identity or validated field, whatever form the model wrote it in, as it
+// gets a number in a string in encoding/json; any other field tagged so
+// still takes a number in a string only.
+func TestBindStringTag(t *testing.T) {
+	t.Parallel()
+	tool := client.Tool{
+		Name:      "refund_order",
+		Identity:  []client.Field{{Path: "amount", Norm: client.Integer}, {Path: "order.id"}},
+		Validated: []client.Field{{Path: "rate", Norm: client.Decimal}},
+	}
+	type order struct {
+		ID uint64 `json:"id,string"`
+	}
+	for _, in := range []string{
+		`{"amount": "1000", "order": {"id": 42}, "rate": "0.25"}`,
+		`{"amount": 1000, "order": {"id": 42.0}, "rate": 0.25}`,
+		`{"amount": "1e3", "order": {"id": 4.2e1}, "rate": "25e-2", "free": "7"}`,
+	} {
+		inv := bound(t, tool, in)
+		var v struct {
+			Amount int64   `json:"amount,string"`
+			Order  order   `json:"order"`
+			Rate   float64 `json:"rate,string"`
+			Free   int     `json:"free,string"`
+		}
+		if err := inv.Bind(&v); err != nil || v.Amount != 1000 || v.Order.ID != 42 || v.Rate != 0.25 {
+			t.Errorf("%s: bound %+v, %v", in, v, err)
+		}
+		var p struct {
+			Amount *int64 `json:"amount,string"`
+		}
+		if err := inv.Bind(&p); err != nil || p.Amount == nil || *p.Amount != 1000 {
+			t.Errorf("%s: pointer field: %v", in, err)
+		}
+	}
+	// A field outside the identity keeps encoding/json's rule.
+	inv := bound(t, tool, `{"amount": 1000, "order": {"id": 42}, "free": 7}`)
+	var free struct {
+		Free int `json:"free,string"`
+	}
+	var ie *client.InputError
+	if err := inv.Bind(&free); !errors.As(err, &ie) || ie.Field != "free" {
+		t.Errorf("an unquoted number for another ,string field: %+v, %v", free, err)
+	}
+	// A bound number that does not fit is the model's mistake, named.
+	var small struct {
+		Amount int8 `json:"amount,string"`
+	}
+	if err := inv.Bind(&small); !errors.As(err, &ie) || ie.Field != "amount" || !strings.Contains(ie.Msg, "want an integer") || client.ClassOf(err) != client.ClassPermanent {
+		t.Errorf("1000 into an int8: %v", err)
+	}
+}
+
+// A json.Number field gets a number exactly, as in encoding/json: an id
+// beyond 2^53 that client.Integer hashed, or any other number.
+func TestBindJSONNumber(t *testing.T) {
+	t.Parallel()
+	inv := bound(t, client.Tool{Name: "ship", Identity: []client.Field{{Path: "orderId", Norm: client.Integer}}},
+		`{"orderId": "9007199254740993", "box": {"weight": 1.50}}`)
+	var in struct {
+		OrderID json.Number `json:"orderId"`
+		Box     struct {
+			Weight *json.Number `json:"weight"`
+		} `json:"box"`
+	}
+	if err := inv.Bind(&in); err != nil || in.OrderID != "9007199254740993" || in.Box.Weight == nil || *in.Box.Weight != "1.50" {
+		t.Errorf("bound %+v, %v", in, err)
+	}
+}
+
 // Input that does not fit the tool's type is the model's mistake: a
 // permanent failure naming the field, and nothing was done.
 func TestBindWrongType(t *testing.T) {

@@ -14,10 +14,22 @@ import (
 // A Normalizer maps the value of an identity or validated field to the
 // value that is hashed, so that the model's type drift between calls
 // (42 vs "42", 10 vs "10.00", "A@B.com " vs "a@b.com") is still the same
-// action. The input is the decoded JSON value: nil, bool, string or
-// json.Number (objects and arrays never reach it). It returns a JSON
-// scalar, or an error saying why the value is unusable. The tool sees the
-// returned value, not the model's, through Invocation.Bind.
+// action. The input is the decoded JSON value: bool, string or
+// json.Number (null, objects and arrays never reach it). It returns a
+// JSON scalar, or an error saying why the value is unusable. The tool sees
+// the returned value, not the model's, through Invocation.Bind.
+//
+// A returned scalar is nil, a bool, a string of valid UTF-8, or a number
+// of any Go integer or float type, json.Number, *big.Int, *big.Rat or
+// *big.Float (a type with a MarshalJSON or MarshalText method counts as
+// its JSON form). Numbers are hashed exactly, never rounded: one that an
+// IEEE double does not hold exactly (an integer beyond 2^53, more than 17
+// significant digits, 1/3) is refused with ErrUnsafeNumber, so return such
+// a value as a string of its exact digits, as Integer and Decimal do. A
+// float is the number of its shortest decimal form (0.1 is 0.1), and an
+// integral float is refused from 2^53 up (2^24 for a float32): it may be
+// the rounding of another integer. For an identity field, nil or "" is a
+// missing value (ErrMissingField).
 type Normalizer interface {
 	Normalize(v any) (any, error)
 }

@@ -34,7 +34,9 @@ type Tool struct {
 	// Name is the tool name the model calls.
 	Name string
 	// Identity fields define the action: same values, same key. Each must be
-	// present and a scalar. Never include free text the model may rephrase.
+	// present, a scalar, and not empty once normalized (an empty string or
+	// nil is a missing value). Never include free text the model may
+	// rephrase.
 	Identity []Field
 	// Validated fields must not change between repeats of the action: a
 	// repeat whose validated fields differ from the first call's is a
@@ -84,7 +86,7 @@ type Invocation struct {
 	// header, a metadata reference, an external id): Key for the first
 	// attempt, Key + "-" + Attempt for later ones.
 	DownstreamKey string
-	args          map[string]any // the parse Key was derived from; see Bind
+	args          boundInput // the parse Key was derived from; see Bind
 }
 
 // DownstreamKey returns the key a provider sees for the given attempt of an

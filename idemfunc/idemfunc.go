@@ -10,7 +10,13 @@
 // such as API Gateway's (powertools_json is the same function under the
 // name Powertools users know). Each expression must yield a scalar; its
 // value is normalized by the Key's Normalizer like a tool's identity
-// field.
+// field, and an identity value that is empty once normalized ("", or
+// blanks under client.Trimmed) is a missing one. Numbers are never
+// rounded: the input's numbers keep their digits, so does to_number
+// ("9007199254740993" stays 9007199254740993, where the library's own
+// to_number parses a float64), and a number JMESPath computes in floating
+// point (a literal, length(), arithmetic) is refused unless it is an
+// integer below 2^53.
 package idemfunc
 
 import (
@@ -19,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -35,12 +42,14 @@ var (
 	ErrUncertain = errors.New("idemfunc: outcome unknown")
 	// ErrConflict: the identity was done with different validated values.
 	ErrConflict = errors.New("idemfunc: done earlier with different values")
-	// ErrInvalidInput: the input has no identity (a missing or non-scalar
-	// value).
+	// ErrInvalidInput: the input has no identity (a missing, empty or
+	// non-scalar value).
 	ErrInvalidInput = errors.New("idemfunc: invalid input")
-	// ErrResultNotKept: a repeat found the action done, but its Out was
-	// over the ledger's result limit and was not stored.
-	ErrResultNotKept = errors.New("idemfunc: done earlier, but the result was too large to keep")
+	// ErrResultNotKept: the action is done, but its Out was not stored:
+	// it was over the ledger's result limit, or the action was settled
+	// without it (a Reconciler found the effect, or an operator resolved
+	// the record with ledger.Resolve).
+	ErrResultNotKept = errors.New("idemfunc: done, but the result was not kept")
 )
 
 // Key selects one identity or validated value by a JMESPath expression.
@@ -72,8 +81,8 @@ type Options[Out any] struct {
 	Ref func(Out) string
 	// Reconciler is asked after an ambiguous outcome (see client.Tool).
 	Reconciler client.Reconciler
-	// ZeroOnLostResult: a repeat whose Out was too large to store returns
-	// Out's zero value and no error, instead of ErrResultNotKept.
+	// ZeroOnLostResult: a call that finds the action done without its Out
+	// (see ErrResultNotKept) returns Out's zero value and no error.
 	ZeroOnLostResult bool
 }
 
@@ -89,7 +98,8 @@ type holderKey struct{ name string }
 // Wrap registers a tool named name with exec and returns fn made
 // exactly-once per identity. The returned function answers:
 //   - the tool ran now: fn's Out and nil;
-//   - done earlier: the first call's Out (decoded from the ledger) and nil;
+//   - done earlier: the first call's Out (decoded from the ledger, where
+//     a number in an interface value is an exact json.Number) and nil;
 //   - fn failed definitely: fn's error;
 //   - otherwise an error matching ErrInProgress, ErrUncertain,
 //     ErrConflict, ErrInvalidInput or ErrResultNotKept, wrapping the cause.
@@ -98,6 +108,19 @@ type holderKey struct{ name string }
 // did nothing with client.Definite or client.Permanent; an unmarked error
 // leaves the call uncertain.
 func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, error), error) {
+	call, err := wrap(exec, name, opts, fn)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, in In) (Out, error) {
+		out, _, err := call(ctx, in)
+		return out, err
+	}, nil
+}
+
+// wrap is Wrap whose function also returns the executor's Result (an
+// InvalidInput one, without a key, when the input has no identity).
+func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, client.Result, error), error) {
 	if fn == nil {
 		return nil, fmt.Errorf("idemfunc: %s: nil function", name)
 	}
@@ -153,11 +176,12 @@ func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 		return nil, err
 	}
 	selectors := append(idn, val...)
-	return func(ctx context.Context, in In) (Out, error) {
-		var zero Out
+	return func(ctx context.Context, in In) (Out, client.Result, error) {
+		var out Out
 		input, err := selectInput(in, selectors)
 		if err != nil {
-			return zero, fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, err)
+			err = fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, err)
+			return out, client.Result{Outcome: client.InvalidInput, IsError: true, Err: err}, err
 		}
 		runID := name
 		if opts.RunID != nil {
@@ -166,27 +190,28 @@ func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 		h := &holder[In, Out]{in: in}
 		res, err := exec.Execute(context.WithValue(ctx, hk, h), runID, client.Call{Tool: name, Input: input})
 		if err != nil {
-			return zero, err
+			return out, res, err
 		}
 		switch res.Outcome {
 		case client.Executed:
 			if h.ran {
-				return h.out, nil
+				return h.out, res, nil
 			}
-			return decode[Out](res.Payload, opts.ZeroOnLostResult) // merged with a concurrent call
+			out, err = decode[Out](res.Payload, opts.ZeroOnLostResult) // merged with a concurrent call, or reconciled
 		case client.AlreadyDone:
-			return decode[Out](res.Payload, opts.ZeroOnLostResult)
+			out, err = decode[Out](res.Payload, opts.ZeroOnLostResult)
 		case client.Failed:
-			return zero, res.Err
+			err = res.Err
 		case client.InProgress:
-			return zero, fmt.Errorf("%w: %s", ErrInProgress, name)
+			err = fmt.Errorf("%w: %s", ErrInProgress, name)
 		case client.Conflict:
-			return zero, fmt.Errorf("%w: %s", ErrConflict, res.Text)
+			err = fmt.Errorf("%w: %s", ErrConflict, res.Text)
 		case client.InvalidInput:
-			return zero, fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, res.Err)
+			err = fmt.Errorf("%w: %s: %w", ErrInvalidInput, name, res.Err)
 		default:
-			return zero, fmt.Errorf("%w: %s: %w", ErrUncertain, name, res.Err)
+			err = fmt.Errorf("%w: %s: %w", ErrUncertain, name, res.Err)
 		}
+		return out, res, err
 	}, nil
 }
 
@@ -198,7 +223,8 @@ func decode[Out any](payload json.RawMessage, zeroOK bool) (Out, error) {
 		}
 		return out, ErrResultNotKept
 	}
-	if err := json.Unmarshal(payload, &out); err != nil {
+	out, err := decodeExact[Out](payload)
+	if err != nil {
 		return out, fmt.Errorf("idemfunc: stored result does not decode: %w", err)
 	}
 	return out, nil
@@ -227,13 +253,16 @@ func compile(name, prefix string, keys []Key) ([]selector, error) {
 
 // selectInput evaluates the selectors over in's JSON form and returns the
 // document {"id0": v, ..., "v0": v, ...} the executor derives the key from.
-// Numbers stay exact (json.Number), so large ids never round.
+// Numbers stay exact (json.Number), so large ids never round: to_number
+// keeps the number's text (see toNumber), and a number the library
+// computed in float64 (a literal, length(), arithmetic) is refused unless
+// it is an integer below 2^53, which no rounding made.
 func selectInput[In any](in In, sel []selector) (json.RawMessage, error) {
 	raw, err := json.Marshal(in)
 	if err != nil {
 		return nil, fmt.Errorf("input does not encode as JSON: %w", err)
 	}
-	doc, err := decodeExact(raw)
+	doc, err := decodeExact[any](raw)
 	if err != nil {
 		return nil, err
 	}
@@ -246,30 +275,34 @@ func selectInput[In any](in In, sel []selector) (json.RawMessage, error) {
 		if v == nil && s.field[0] == 'i' {
 			return nil, fmt.Errorf("expression %q selects nothing", s.expr)
 		}
+		if f, ok := v.(float64); ok && (f != math.Trunc(f) || math.Abs(f) >= 1<<53) {
+			return nil, fmt.Errorf("expression %q computes the number %v in floating point, which may be rounded: select a number of the input, or use to_number, which keeps its digits", s.expr, f)
+		}
 		fields[s.field] = v
 	}
 	return json.Marshal(fields)
 }
 
-func decodeExact(raw []byte) (any, error) {
+// decodeExact decodes JSON into a T whose interface values hold numbers
+// as json.Number, not as a float64 that would round a large id.
+func decodeExact[T any](raw []byte) (T, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	var v T
+	err := d.Decode(&v)
+	return v, err
 }
 
 // jsonFunctions adds json_parse (alias powertools_json): the value of a
-// JSON-encoded string, for bodies such as API Gateway's and SQS's.
+// JSON-encoded string, for bodies such as API Gateway's and SQS's; and
+// replaces to_number with toNumber.
 var jsonFunctions = func() []jmespath.FunctionEntry {
 	parse := func(args []any) (any, error) {
 		s, ok := args[0].(string)
 		if !ok {
 			return nil, errors.New("json_parse: argument is not a string")
 		}
-		return decodeExact([]byte(s))
+		return decodeExact[any]([]byte(s))
 	}
 	var fs []jmespath.FunctionEntry
 	for _, name := range []string{"json_parse", "powertools_json"} {
@@ -279,5 +312,34 @@ var jsonFunctions = func() []jmespath.FunctionEntry {
 			Handler:   parse,
 		})
 	}
-	return fs
+	// Functions given to Compile take the place of the built-in ones of
+	// the same name.
+	return append(fs, jmespath.FunctionEntry{
+		Name:      "to_number",
+		Arguments: []jmespath.ArgSpec{{Types: []jmespath.JpType{jmespath.JpAny}}},
+		Handler:   toNumber,
+	})
 }()
+
+// toNumber is JMESPath's to_number without rounding. The library's parses
+// a string into a float64, so to_number("9007199254740993") was
+// 9007199254740992 and two orders were one action, and it fails on the
+// input's numbers, which are json.Number here. This one returns a number
+// as it is, a string that is a JSON number (RFC 8259, as the JMESPath
+// specification says) as that number's exact text, and null for anything
+// else.
+func toNumber(args []any) (any, error) {
+	switch x := args[0].(type) {
+	case json.Number, float64:
+		return x, nil
+	case string:
+		// A JSON number starts with '-' or a digit and ends with a digit;
+		// json.Valid checks the rest, and that nothing surrounds it.
+		if x != "" && (x[0] == '-' || isDigit(x[0])) && isDigit(x[len(x)-1]) && json.Valid([]byte(x)) {
+			return json.Number(x), nil
+		}
+	}
+	return nil, nil
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }

@@ -2,6 +2,7 @@ package idemfunc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -99,6 +100,79 @@ func TestIdentityInJSONBody(t *testing.T) {
 	}
 	if runs.Load() != 1 {
 		t.Errorf("invalid input ran the function: %d runs", runs.Load())
+	}
+}
+
+// to_number of a large id does not round it: two orders whose ids a
+// double cannot tell apart are two actions, and the second order does not
+// get the first one's output.
+func TestToNumberKeepsBigIds(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	handle, err := idemfunc.Wrap(exec, "api", idemfunc.Options[string]{
+		Identity: []idemfunc.Key{{Expr: "to_number(json_parse(body).orderId)", Norm: client.Integer}},
+		Scope:    client.ScopeGlobal,
+	}, func(_ context.Context, req events.APIGatewayProxyRequest) (string, error) {
+		return "charged " + req.Body, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"orderId": "9007199254740993"}`, `{"orderId": "9007199254740992"}`, `{"orderId": 9007199254740991}`} {
+		out, err := handle(context.Background(), events.APIGatewayProxyRequest{Body: body})
+		if err != nil || out != "charged "+body {
+			t.Errorf("%s: %q, %v; want its own charge", body, out, err)
+		}
+	}
+}
+
+// A repeat's Out is the first call's, large numbers in interface values
+// included: they are not rounded through float64.
+func TestRepeatKeepsBigNumbers(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	charge, err := idemfunc.Wrap(exec, "charge", idemfunc.Options[map[string]any]{
+		Identity: []idemfunc.Key{{Expr: "orderId", Norm: client.Integer}},
+	}, func(_ context.Context, o order) (map[string]any, error) {
+		return map[string]any{"chargeId": int64(9007199254740993), "orderId": o.OrderID}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outs []string
+	for range 2 {
+		out, err := charge(context.Background(), order{OrderID: 7})
+		js, _ := json.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, string(js))
+	}
+	if want := `{"chargeId":9007199254740993,"orderId":7}`; outs[0] != want || outs[1] != want {
+		t.Errorf("first %s, repeat %s; want both %s", outs[0], outs[1], want)
+	}
+}
+
+// An identity that is empty once normalized is missing: the call is
+// refused, not one action shared by every empty id.
+func TestEmptyIdentity(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	exec := client.New(ledgermem.New(nil), nil)
+	handle, err := idemfunc.Wrap(exec, "api", idemfunc.Options[int64]{
+		Identity: []idemfunc.Key{{Expr: "json_parse(body).orderId", Norm: client.Trimmed}},
+		Scope:    client.ScopeGlobal,
+	}, func(context.Context, events.APIGatewayProxyRequest) (int64, error) { return runs.Add(1), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"orderId": "", "amount": 10}`, `{"orderId": "", "amount": 99}`, `{"orderId": "  ", "amount": 99}`} {
+		if n, err := handle(context.Background(), events.APIGatewayProxyRequest{Body: body}); !errors.Is(err, idemfunc.ErrInvalidInput) || !errors.Is(err, client.ErrMissingField) {
+			t.Errorf("%s: %d, %v; want ErrInvalidInput for a missing field", body, n, err)
+		}
+	}
+	if runs.Load() != 0 {
+		t.Errorf("%d runs on an empty order id", runs.Load())
 	}
 }
 

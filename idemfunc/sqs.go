@@ -2,6 +2,7 @@ package idemfunc
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -21,6 +22,12 @@ type SQSOptions struct {
 	Validated  []Key
 	Retention  time.Duration
 	Reconciler client.Reconciler
+	// Logger receives a warning, saying what an operator must do, for each
+	// message reported for redelivery that a redelivery may not handle:
+	// its outcome is uncertain, its identity is missing or unusable, it
+	// conflicts with a done action, or its handling failed permanently
+	// (default: slog.Default()).
+	Logger *slog.Logger
 }
 
 // SQS registers a tool named name with exec and returns a Lambda handler
@@ -28,11 +35,15 @@ type SQSOptions struct {
 // (ScopeGlobal: redeliveries and duplicates across invocations are the
 // same action).
 //
-// The response lists in BatchItemFailures the messages Lambda must
-// deliver again: those whose handling failed, is in progress elsewhere,
-// ended uncertain (a redelivery finds it reconciled or still uncertain),
-// or could not be identified (they reach the dead-letter queue after the
-// queue's maxReceiveCount). Report it with the function's
+// A message whose action is done is processed: handled now or by an
+// earlier delivery, found done by the Reconciler, or resolved done by an
+// operator (ledger.Resolve), with or without a stored result. The
+// response lists in BatchItemFailures the messages Lambda must deliver
+// again: those whose handling failed, is in progress elsewhere, ended
+// uncertain (a redelivery finds it reconciled or still uncertain), or
+// could not be identified (they reach the dead-letter queue after the
+// queue's maxReceiveCount). Those a redelivery may not handle are logged
+// (see SQSOptions.Logger). Report it with the function's
 // ReportBatchItemFailures setting. Messages are handled in order; on a
 // FIFO queue (an event source ARN ending in ".fifo"), after a message of
 // a group fails, the group's later messages are reported failed without
@@ -42,7 +53,11 @@ func SQS(exec *client.Executor, name string, opts SQSOptions, handle func(contex
 	if len(identity) == 0 {
 		identity = []Key{{Expr: "messageId"}}
 	}
-	once, err := Wrap(exec, name, Options[struct{}]{
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	once, err := wrap(exec, name, Options[struct{}]{
 		Identity: identity, Validated: opts.Validated, Scope: client.ScopeGlobal,
 		Retention: opts.Retention, Reconciler: opts.Reconciler,
 		Summary: func(struct{}) string { return name + ": message handled" },
@@ -62,11 +77,38 @@ func SQS(exec *client.Executor, name string, opts SQSOptions, handle func(contex
 				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
 				continue
 			}
-			if _, err := once(ctx, m); err != nil {
-				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
-				failedGroups[group] = true
+			_, res, err := once(ctx, m)
+			if res.Outcome == client.Executed || res.Outcome == client.AlreadyDone {
+				continue // done, with or without a stored result: a message has no result to return
 			}
+			if advice := stuck(res, opts.Reconciler != nil); advice != "" {
+				log.LogAttrs(ctx, slog.LevelWarn, "idemfunc: SQS message reported for redelivery: "+advice,
+					slog.String("function", name), slog.String("message_id", m.MessageId), slog.String("outcome", res.Outcome.String()),
+					slog.String("key", res.Key), slog.Any("err", err))
+			}
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+			failedGroups[group] = true
 		}
 		return resp, nil
 	}, nil
+}
+
+// stuck says what an operator must do about a message that redeliveries
+// may not handle, which so reaches the dead-letter queue after the queue's
+// maxReceiveCount; "" for one that a redelivery may handle.
+func stuck(res client.Result, reconciler bool) string {
+	const resolve = "check whether the effect exists, settle the record with `idem ledger resolve KEY --done` (or `--failed --reason TEXT`), then redrive the message"
+	switch {
+	case res.Outcome == client.Uncertain && reconciler:
+		return "its outcome is unknown and the effect may exist; a redelivery reconciles it. If it reaches the dead-letter queue, " + resolve + "."
+	case res.Outcome == client.Uncertain:
+		return "its outcome is unknown and the effect may exist; without a Reconciler every redelivery finds it so, and it will reach the dead-letter queue. To settle it, " + resolve + "."
+	case res.Outcome == client.InvalidInput:
+		return "its identity is missing or unusable, and it will reach the dead-letter queue; fix the message or the Identity expressions, then redrive it."
+	case res.Outcome == client.Conflict:
+		return "its action was done with other validated values, and it will reach the dead-letter queue; it was not handled."
+	case res.Outcome == client.Failed && !res.Retryable:
+		return "its handling failed permanently and will fail again; it will reach the dead-letter queue."
+	}
+	return ""
 }

@@ -1,15 +1,20 @@
 package idemfunc_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/idemfunc"
+	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 )
 
@@ -112,5 +117,86 @@ func TestSQSFIFOGroups(t *testing.T) {
 	}
 	if !slices.Equal(failures(resp), []string{"a1", "a2"}) || !slices.Equal(handled, []string{"b1", "b2"}) {
 		t.Errorf("failures %v, handled %v; want [a1 a2] and [b1 b2]", failures(resp), handled)
+	}
+}
+
+// A message whose action is done is processed, also when the ledger holds
+// no result for it: the reconciler found the effect (in the same
+// delivery), or an operator resolved the record done. Until then an
+// uncertain message is reported for redelivery with a warning that says
+// what to do.
+func TestSQSDoneWithoutResult(t *testing.T) {
+	t.Parallel()
+	found := client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
+		return client.Reconciliation{Verdict: client.VerdictFound, Effect: client.Effect{Summary: "shipped"}}, nil
+	})
+	for _, c := range []struct {
+		name       string
+		reconciler client.Reconciler
+		resolve    bool // an operator resolves the record done before the redelivery
+	}{
+		{"reconciled in the same delivery", found, false},
+		{"resolved by an operator", nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			store := ledgermem.New(nil)
+			var logs bytes.Buffer
+			handled := 0
+			h, err := idemfunc.SQS(client.New(store, nil), "ship", idemfunc.SQSOptions{
+				Reconciler: c.reconciler,
+				Logger:     slog.New(slog.NewTextHandler(&logs, nil)),
+			}, func(context.Context, events.SQSMessage) error {
+				handled++
+				return errors.New("connection reset after the request was sent") // ambiguous
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := events.SQSEvent{Records: []events.SQSMessage{msg("m1", "{}", "", false)}}
+			resp, err := h(ctx, batch)
+			if c.resolve {
+				uncertain, lerr := store.List(ctx, ledger.Filter{State: ledger.StateUncertain})
+				if err != nil || lerr != nil || len(uncertain) != 1 || !slices.Equal(failures(resp), []string{"m1"}) {
+					t.Fatalf("first delivery: failures %v, %v; uncertain %v, %v", failures(resp), err, uncertain, lerr)
+				}
+				key := uncertain[0].Key
+				if out := logs.String(); !strings.Contains(out, "key="+key) || !strings.Contains(out, "idem ledger resolve") || !strings.Contains(out, "dead-letter queue") {
+					t.Errorf("the uncertain message went for redelivery without saying what to do: %q", out)
+				}
+				if _, err := ledger.Resolve(ctx, store, key, ledger.Resolution{Done: true, Summary: "found by hand", By: "alice"}, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				resp, err = h(ctx, batch) // the redelivery
+			}
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Errorf("a message whose action is done: failures %v, %v; want none", failures(resp), err)
+			}
+			if handled != 1 {
+				t.Errorf("handled %d times, want 1", handled)
+			}
+		})
+	}
+}
+
+// A message without an identity is reported for redelivery with a
+// warning: it can only reach the dead-letter queue.
+func TestSQSNoIdentityLogged(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	h, err := idemfunc.SQS(client.New(ledgermem.New(nil), nil), "ship", idemfunc.SQSOptions{
+		Identity: []idemfunc.Key{{Expr: "json_parse(body).orderId"}},
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+	}, func(context.Context, events.SQSMessage) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg("m1", `{"orderId": ""}`, "", false)}})
+	if err != nil || !slices.Equal(failures(resp), []string{"m1"}) {
+		t.Fatalf("failures %v, %v; want [m1]", failures(resp), err)
+	}
+	if out := logs.String(); !strings.Contains(out, "message_id=m1") || !strings.Contains(out, "dead-letter queue") {
+		t.Errorf("log: %q", out)
 	}
 }

@@ -19,8 +19,9 @@
 //   - a repeat of a done action: with Replay set, the first call's result
 //     content (stored in the ledger up to its result limit) followed by
 //     the text "Already done earlier in this run: ... Do not repeat it.";
-//     otherwise only that text. A result too large to keep is not
-//     replayed, and the text says so;
+//     otherwise only that text. A result that was not kept (too large,
+//     or the action was settled without it by an operator or a
+//     reconciler) is not replayed, and the text says so;
 //   - every other outcome (in progress, uncertain, conflict, failed,
 //     invalid input): a result with isError and the executor's text.
 //

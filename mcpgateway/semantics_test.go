@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/mcpgateway"
 	"github.com/idemkit/idemkit/otelidem"
@@ -177,6 +178,26 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
+// An identity that is empty once normalized is a missing one: refused,
+// nothing sent, not one action for every empty id.
+func TestEmptyIdentity(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t)
+	cfg := rec.config(mcpgateway.ToolConfig{Identity: []mcpgateway.FieldConfig{{Path: "id", Norm: "trimmed"}}})
+	cfg.Run.ID = "r"
+	_, url := startGateway(t, ledgermem.New(nil), cfg)
+	cs := connect(t, url)
+	for _, id := range []string{"", "   ", ""} {
+		res := call(t, cs, "act", map[string]any{"id": id}, nil)
+		if !res.IsError || outcome(res) != "invalid input" || !strings.Contains(lastText(res), "act needs id to run safely") {
+			t.Errorf("id %q: %s %v", id, outcome(res), texts(res))
+		}
+	}
+	if n := rec.count(); n != 0 {
+		t.Errorf("upstream calls: %d, want 0", n)
+	}
+}
+
 // A result larger than the ledger keeps is returned the first time, and a
 // repeat says it cannot be shown again.
 func TestReplayTooLarge(t *testing.T) {
@@ -196,8 +217,34 @@ func TestReplayTooLarge(t *testing.T) {
 		t.Fatalf("first: %s", outcome(res))
 	}
 	res := call(t, cs, "act", args, nil)
-	if outcome(res) != "already done" || len(res.Content) != 1 || !strings.Contains(lastText(res), "too large to keep") {
+	if outcome(res) != "already done" || len(res.Content) != 1 || !strings.Contains(lastText(res), "result was not kept") {
 		t.Fatalf("repeat: %s %v", outcome(res), texts(res))
+	}
+}
+
+// An action an operator resolved done has no stored result: a replay
+// says it was not kept, not that it was too large.
+func TestReplayResolved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rec := newRecorder(t)
+	cfg := rec.config(mcpgateway.ToolConfig{Replay: true})
+	cfg.Run.ID = "r"
+	store := ledgermem.New(nil)
+	_, url := startGateway(t, store, cfg)
+	cs := connect(t, url)
+	args := map[string]any{"id": "x", "fail": true} // an error result: uncertain
+	res := call(t, cs, "act", args, nil)
+	key, _ := res.Meta[mcpgateway.KeyMeta].(string)
+	if outcome(res) != "uncertain" || key == "" {
+		t.Fatalf("first: %s %v", outcome(res), texts(res))
+	}
+	if _, err := ledger.Resolve(ctx, store, key, ledger.Resolution{Done: true, Summary: "done by hand", By: "alice"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	res = call(t, cs, "act", args, nil)
+	if outcome(res) != "already done" || !strings.Contains(lastText(res), "result was not kept") || strings.Contains(lastText(res), "too large") {
+		t.Fatalf("after the operator resolved it: %s %v", outcome(res), texts(res))
 	}
 }
 

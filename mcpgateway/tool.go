@@ -355,7 +355,9 @@ func (t *guarded) answer(uc *upCall, res client.Result) *mcp.CallToolResult {
 		}
 		var first mcp.CallToolResult
 		if len(res.Payload) == 0 || json.Unmarshal(res.Payload, &first) != nil {
-			out.Content = text(res.Text + " The first call's result was too large to keep, so it is not shown again.")
+			// Too large to keep, or settled without it (an operator's
+			// ledger.Resolve, a reconciler).
+			out.Content = text(res.Text + " The first call's result was not kept, so it is not shown again.")
 			return out
 		}
 		out.Content = append(first.Content, out.Content...)
