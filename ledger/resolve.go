@@ -157,7 +157,6 @@ func (r *Record) ResolvedBy() string {
 	return by
 }
 
-
 // fixedClock is a Clock that stays at one time.
 type fixedClock time.Time
 
