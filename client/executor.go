@@ -456,10 +456,7 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 	if !lease.After(now) {
 		return ledger.ClaimResult{}, context.DeadlineExceeded
 	}
-	retention := r.t.Retention
-	if retention <= 0 {
-		retention = cfg.Retention
-	}
+	retention := r.retention()
 	r.owner = cfg.NewOwner()
 	r.claimedAt, r.leaseUntil = now, lease
 	r.settled = r.e.wakes.count.Load()
@@ -473,6 +470,14 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 	// owner token until it is known, so that the call goes on under a
 	// claim that did apply rather than leave it with nobody acting on it.
 	return ledger.ClaimRepeated(ctx, r.e.store, p, cfg.Clock, cfg.RecordTimeout)
+}
+
+// retention is how long the tool's settled records are kept.
+func (r *run) retention() time.Duration {
+	if r.t.Retention > 0 {
+		return r.t.Retention
+	}
+	return r.e.cfg.Retention
 }
 
 // settle is the record write that ends a claimed call, and its result.
@@ -784,13 +789,13 @@ func (r *run) write(ctx context.Context, op func(context.Context) error) error {
 }
 
 func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result, error) {
-	c := ledger.Completion{Summary: eff.Summary, Ref: eff.Ref, Result: eff.Result}.Fit(r.e.cfg.MaxResultBytes)
+	c := ledger.Completion{Summary: eff.Summary, Ref: eff.Ref, Result: eff.Result, Retention: r.retention()}.Fit(r.e.cfg.MaxResultBytes)
 	err := r.write(ctx, func(ctx context.Context) error { return r.e.store.Complete(ctx, r.id.key, r.owner, c) })
 	if errors.Is(err, ledger.ErrTooLarge) {
 		// A store with tighter limits than ledger's: the effect exists, so
 		// record it done with less detail rather than not at all.
 		c = ledger.Completion{Summary: ledger.Clip(c.Summary, minimalBytes), Ref: ledger.Clip(c.Ref, minimalBytes),
-			Truncated: c.Truncated || len(c.Result) > 0}
+			Truncated: c.Truncated || len(c.Result) > 0, Retention: c.Retention}
 		err = r.write(ctx, func(ctx context.Context) error { return r.e.store.Complete(ctx, r.id.key, r.owner, c) })
 	}
 	if outcome == Executed {
@@ -844,7 +849,8 @@ func (r *run) earlier() string {
 
 func (r *run) fail(ctx context.Context, cause error, retryable bool) (Result, error) {
 	err := r.write(ctx, func(ctx context.Context) error {
-		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: true, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes)})
+		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: true, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes),
+			Retention: r.retention()})
 	})
 	res := r.failed(cause, retryable, cause.Error())
 	return res, r.recorded(ctx, "failed", err)

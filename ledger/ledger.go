@@ -97,9 +97,11 @@ type Record struct {
 	// so an ambiguous outcome is always retried with the same downstream key.
 	Attempt int
 	// AttemptAt is when the current attempt number began: the record's
-	// creation, or the definite failure that advanced it. Its downstream
-	// key cannot have been sent before. Claims keep it. Zero when the store
-	// does not track it (reconcilers then assume the worst: long ago).
+	// creation, or the claim that took over the failed record that
+	// advanced it (a failed record's is the failure's time). Its
+	// downstream key cannot have been sent before. Claims over uncertain
+	// and pending records keep it. Zero when the store does not track it
+	// (reconcilers then assume the worst: long ago).
 	AttemptAt time.Time
 	Summary   string // done: what the model is told
 	Ref       string // done: the provider's object reference
@@ -189,11 +191,12 @@ func Refused(rec *Record, owner string) ClaimResult {
 // under its own owner token. What the first delivery took over is no
 // longer in the record, so Reclaimed reports what the record still proves:
 //
-//   - A claim that created the record (the key was absent or expired) wrote
-//     attempt 1 and began that attempt at the time of its own write
-//     (AttemptAt equal to UpdatedAt). Nothing else held it: Previous is nil.
-//   - Otherwise the claim took over a failed, uncertain or abandoned record
-//     (a takeover keeps AttemptAt, which is older than its write). Whether
+//   - A claim that created the record (the key was absent or expired) or
+//     took over a failed one began the attempt it holds at the time of its
+//     own write (AttemptAt equal to UpdatedAt): nobody else held that
+//     attempt, and Previous is nil.
+//   - Otherwise the claim took over an uncertain or abandoned record (a
+//     takeover of those keeps AttemptAt, older than its write). Whether
 //     an earlier owner's request of this attempt may have taken effect is
 //     unknown, so Previous is an uncertain record whose LeaseUntil, the
 //     moment after which that owner sent nothing, is the time of the
@@ -205,7 +208,7 @@ func Refused(rec *Record, owner string) ClaimResult {
 // which every store's clock does unless a test stops it.
 func Reclaimed(rec *Record) ClaimResult {
 	res := ClaimResult{Claimed: true, Attempt: rec.Attempt}
-	if rec.Attempt == 1 && !rec.AttemptAt.IsZero() && rec.AttemptAt.Equal(rec.UpdatedAt) {
+	if !rec.AttemptAt.IsZero() && rec.AttemptAt.Equal(rec.UpdatedAt) {
 		return res
 	}
 	prev := *rec
@@ -229,6 +232,12 @@ type Completion struct {
 	Ref       string
 	Result    []byte
 	Truncated bool
+	// Retention, when positive, keeps the done record for that long from
+	// the write, by the store's clock (ExpiresAt becomes the write's time
+	// plus Retention), so that a record settled after a long run, or after
+	// a long uncertainty, is kept for the whole retention from then. Zero
+	// keeps the claim's ExpiresAt.
+	Retention time.Duration
 }
 
 // Validate checks the size limits.
@@ -280,6 +289,10 @@ type Failure struct {
 	// the effect may exist (state uncertain, attempt kept).
 	Definite bool
 	Reason   string
+	// Retention, when positive, keeps a failed record for that long from
+	// the write, as Completion.Retention (an uncertain record never
+	// expires).
+	Retention time.Duration
 }
 
 // Validate checks the size limits.

@@ -200,9 +200,13 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 		return err
 	}
 	p, now := cl.p, s.cfg.Clock.Now().Truncate(time.Millisecond)
+	exp := p.ExpiresAt
+	if c.Retention > 0 {
+		exp = now.Add(c.Retention)
+	}
 	s.keep(&ledger.Record{
 		Key: key, Tool: p.Tool, RunID: p.RunID, State: ledger.StateDone, Owner: owner,
-		LeaseUntil: now, ExpiresAt: p.ExpiresAt, Fingerprint: p.Fingerprint,
+		LeaseUntil: now, ExpiresAt: exp, Fingerprint: p.Fingerprint,
 		Attempt: cl.attempt, AttemptAt: cl.attemptAt,
 		Summary: c.Summary, Ref: c.Ref, Result: c.Result, Truncated: c.Truncated, UpdatedAt: now,
 	})

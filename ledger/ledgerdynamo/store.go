@@ -108,8 +108,10 @@ const (
 	// smallest request (on dynalite an expression's size is most of a
 	// request's cost).
 	claimAbsent claimMode = iota
-	// claimOver takes over a failed, uncertain or abandoned record.
+	// claimOver takes over an uncertain or abandoned record.
 	claimOver
+	// claimFailed takes over a failed record: its attempt begins now.
+	claimFailed
 	// claimExpired replaces a record whose retention has run out.
 	claimExpired
 )
@@ -146,6 +148,8 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 				mode = claimAbsent
 			case rec.Expired(now):
 				mode = claimExpired
+			case rec.State == ledger.StateFailed:
+				mode = claimFailed
 			case claimable(rec, p.Fingerprint, now):
 				mode = claimOver
 			default:
@@ -158,7 +162,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 			return ledger.ClaimResult{}, err
 		}
 		res := ledger.ClaimResult{Claimed: true, Attempt: 1}
-		if mode == claimOver && len(out.Attributes) > 0 {
+		if (mode == claimOver || mode == claimFailed) && len(out.Attributes) > 0 {
 			prev, err := s.lay.decode(out.Attributes)
 			if err != nil {
 				return ledger.ClaimResult{}, unavailable("claim", err)
@@ -195,14 +199,19 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, mode claimMode) 
 		// over (and returned, so that the caller reconciles) whatever its
 		// expires_at.
 		cond = "attribute_not_exists(#pk)" +
-			" OR #state = :failed AND #expires_at > :now_s" +
 			" OR #state = :uncertain AND #fingerprint = :fp" +
 			" OR #state = :pending AND #lease_until <= :now_ms AND #fingerprint = :fp"
 		update += "#attempts = if_not_exists(#attempts, :one), #attempt_at = if_not_exists(#attempt_at, :now_ms)" +
 			" REMOVE #summary, #ref, #result, #truncated, #reason"
+		values[":uncertain"] = sv(string(ledger.StateUncertain))
+	case claimFailed:
+		// A failed record's attempt begins with the claim that takes it
+		// over (ledger.Reclaimed).
+		cond = "#state = :failed AND #expires_at > :now_s"
+		update += "#attempts = if_not_exists(#attempts, :one), #attempt_at = :now_ms" +
+			" REMOVE #summary, #ref, #result, #truncated, #reason"
 		values[":now_s"] = nv(seconds(now))
 		values[":failed"] = sv(string(ledger.StateFailed))
-		values[":uncertain"] = sv(string(ledger.StateUncertain))
 	case claimExpired:
 		cond = "attribute_not_exists(#pk) OR #expires_at <= :now_s AND #state IN (:done, :failed)"
 		values[":done"] = sv(string(ledger.StateDone))
@@ -283,6 +292,10 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 		set += ", #result = :result"
 		values[":result"] = &types.AttributeValueMemberB{Value: c.Result}
 	}
+	if c.Retention > 0 {
+		set += ", #expires_at = :exp"
+		values[":exp"] = nv(seconds(s.cfg.Clock.Now().Add(c.Retention)))
+	}
 	return s.settle(ctx, "complete", key, owner, set, "", values, func(r *ledger.Record) bool {
 		return r.State == ledger.StateDone
 	})
@@ -304,6 +317,10 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 		state = ledger.StateFailed
 		set += ", #attempts = #attempts + :one, #attempt_at = :now_ms"
 		values[":one"] = nv(1)
+		if f.Retention > 0 {
+			set += ", #expires_at = :exp"
+			values[":exp"] = nv(seconds(s.cfg.Clock.Now().Add(f.Retention)))
+		}
 	}
 	values[":state"] = sv(string(state))
 	if f.Reason != "" {

@@ -97,7 +97,10 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	}
 	attempt, attemptAt := 1, now
 	if prev != nil {
-		attempt, attemptAt = prev.Attempt, prev.AttemptAt
+		attempt = prev.Attempt
+		if prev.State != ledger.StateFailed { // over a failed record the attempt begins now
+			attemptAt = prev.AttemptAt
+		}
 	}
 	s.records[p.Key] = &ledger.Record{
 		Key:         p.Key,
@@ -153,6 +156,9 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 	return s.update(ctx, key, owner, func(r *ledger.Record, now time.Time) {
 		r.State, r.LeaseUntil, r.Reason = ledger.StateDone, now, ""
 		r.Summary, r.Ref, r.Result, r.Truncated = c.Summary, c.Ref, result, c.Truncated
+		if c.Retention > 0 {
+			r.ExpiresAt = now.Add(c.Retention)
+		}
 	})
 }
 
@@ -167,6 +173,9 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 			r.State = ledger.StateFailed
 			r.Attempt++
 			r.AttemptAt = now
+			if f.Retention > 0 {
+				r.ExpiresAt = now.Add(f.Retention)
+			}
 		}
 	})
 }

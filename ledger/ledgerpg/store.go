@@ -137,10 +137,11 @@ func newStatements(table, claim string) *statements {
 		table: table,
 		claim: `SELECT ` + recordCols + `, ` + prevCols + ` FROM ` + claim + `($1, $2, $3, $4, $5, $6, $7, $8)`,
 		complete: `UPDATE ` + table + ` SET state = 'done', summary = $3, ref = $4, result = $5, truncated = $6,
-	reason = '', lease_until = $7, updated_at = $7` + owned,
+	reason = '', lease_until = $7, updated_at = $7, expires_at = CASE WHEN $8::bigint > 0 THEN $7::timestamptz + $8::bigint * interval '1 millisecond' ELSE expires_at END` + owned,
 		fail: `UPDATE ` + table + ` SET state = $3, attempt = attempt + $4,
 	attempt_at = CASE WHEN $4 = 1 THEN $6 ELSE attempt_at END, reason = $5,
-	lease_until = $6, updated_at = $6` + owned,
+	lease_until = $6, updated_at = $6,
+	expires_at = CASE WHEN $4 = 1 AND $7::bigint > 0 THEN $6::timestamptz + $7::bigint * interval '1 millisecond' ELSE expires_at END` + owned,
 		// Extend keeps the record at least as long as its lease.
 		extend: `UPDATE ` + table + ` SET lease_until = $3, expires_at = GREATEST(expires_at, $3),
 	updated_at = $4` + owned,
@@ -209,7 +210,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 		return err
 	}
 	defer s.lock()()
-	return s.write(ctx, "complete", s.sql.complete, key, owner, c.Summary, c.Ref, c.Result, c.Truncated, s.now())
+	return s.write(ctx, "complete", s.sql.complete, key, owner, c.Summary, c.Ref, c.Result, c.Truncated, s.now(), c.Retention.Milliseconds())
 }
 
 // Fail implements ledger.Store.
@@ -222,7 +223,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 		state, advance = ledger.StateFailed, 1
 	}
 	defer s.lock()()
-	return s.write(ctx, "fail", s.sql.fail, key, owner, string(state), advance, f.Reason, s.now())
+	return s.write(ctx, "fail", s.sql.fail, key, owner, string(state), advance, f.Reason, s.now(), f.Retention.Milliseconds())
 }
 
 // Extend implements ledger.Store. It also raises the record's expiry to

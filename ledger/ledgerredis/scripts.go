@@ -109,6 +109,9 @@ if #prev > 0 then
       (r.f == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and now >= l)))
     if not ok then return {0, prev} end
     attempt, attemptAt = r.a, r.at
+    -- Over a failed record the attempt begins with this claim (see
+    -- ledger.Reclaimed).
+    if r.s == 'failed' then attemptAt = ARGV[2] end
   else
     prev = {}
   end
@@ -122,19 +125,23 @@ return {1, attempt, attemptAt, prev}
 `)
 
 // completeScript: ARGV[3] owner, [4] summary, [5] ref, [6] result,
-// [7] truncated ("1" or "0"), [8] grace. Returns 1, or 0 when not owner.
+// [7] truncated ("1" or "0"), [8] grace, [9] retention from now (ms; 0:
+// the claim's expiry). Returns 1, or 0 when not owner.
 var completeScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
 if not l then return 0 end
+if tonumber(ARGV[9]) > 0 then e = now + tonumber(ARGV[9]) end
 redis.call('HSET', KEYS[1], 's', 'done', 'l', ARGV[2], 'm', ARGV[4], 'r', ARGV[5],
-  'x', ARGV[6], 'z', ARGV[7], 'w', ARGV[2])
+  'x', ARGV[6], 'z', ARGV[7], 'w', ARGV[2], 'e', e)
 keep('done', now, e, now, tonumber(ARGV[8]))
 return 1
 `)
 
 // failScript: ARGV[3] owner, [4] reason, [5] definite ("1" or "0"),
-// [6] grace. Returns 1, or 0 when not owner.
+// [6] grace, [7] retention of a failed record from now (ms; 0: the
+// claim's expiry).
+// Returns 1, or 0 when not owner.
 var failScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
@@ -142,8 +149,9 @@ if not l then return 0 end
 local s = 'uncertain'
 if ARGV[5] == '1' then
   s = 'failed'
+  if tonumber(ARGV[7]) > 0 then e = now + tonumber(ARGV[7]) end
   redis.call('HINCRBY', KEYS[1], 'a', 1)
-  redis.call('HSET', KEYS[1], 'at', ARGV[2])
+  redis.call('HSET', KEYS[1], 'at', ARGV[2], 'e', e)
 end
 redis.call('HSET', KEYS[1], 's', s, 'l', ARGV[2], 'n', ARGV[4], 'w', ARGV[2])
 keep(s, now, e, now, tonumber(ARGV[6]))

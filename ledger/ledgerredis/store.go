@@ -293,7 +293,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, completeScript, key, owner, c.Summary, c.Ref, c.Result, flag(c.Truncated), s.pendingGrace)
+	return s.write(ctx, completeScript, key, owner, c.Summary, c.Ref, c.Result, flag(c.Truncated), s.pendingGrace, c.Retention.Milliseconds())
 }
 
 // Fail implements ledger.Store.
@@ -301,7 +301,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, failScript, key, owner, f.Reason, flag(f.Definite), s.pendingGrace)
+	return s.write(ctx, failScript, key, owner, f.Reason, flag(f.Definite), s.pendingGrace, f.Retention.Milliseconds())
 }
 
 // Extend implements ledger.Store. It raises the record's retention to the

@@ -312,7 +312,7 @@ ON CONFLICT (key) DO UPDATE SET
 	prev_updated_at = updated_at, prev_tool = tool, prev_run_id = run_id,
 	tool = ?2, run_id = ?3, state = 'pending', owner = ?4, lease_until = ?5, expires_at = ?6,
 	fingerprint = ?7, attempt = CASE WHEN ` + expired("?8") + ` THEN 1 ELSE attempt END,
-	attempt_at = CASE WHEN ` + expired("?8") + ` THEN ?8 ELSE attempt_at END,
+	attempt_at = CASE WHEN state = 'failed' OR ` + expired("?8") + ` THEN ?8 ELSE attempt_at END,
 	summary = '', ref = '', result = NULL, truncated = 0, reason = '', updated_at = ?8
 WHERE ` + claimable("?7", "?8") + `
 RETURNING attempt, prev_state, prev_owner, prev_lease_until, prev_expires_at, prev_fingerprint,
@@ -330,10 +330,12 @@ RETURNING attempt, prev_state, prev_owner, prev_lease_until, prev_expires_at, pr
 const (
 	ownedSQL    = ` WHERE key = ?1 AND owner = ?2 AND state = 'pending'`
 	completeSQL = `UPDATE records SET state = 'done', summary = ?3, ref = ?4, result = ?5, truncated = ?6,
-	reason = '', lease_until = ?7, updated_at = ?7` + ownedSQL
+	reason = '', lease_until = ?7, updated_at = ?7,
+	expires_at = CASE WHEN ?8 > 0 THEN ?7 + ?8 ELSE expires_at END` + ownedSQL
 	failSQL = `UPDATE records SET state = ?3, attempt = attempt + ?4,
 	attempt_at = CASE WHEN ?4 = 1 THEN ?6 ELSE attempt_at END, reason = ?5,
-	lease_until = ?6, updated_at = ?6` + ownedSQL
+	lease_until = ?6, updated_at = ?6,
+	expires_at = CASE WHEN ?4 = 1 AND ?7 > 0 THEN ?6 + ?7 ELSE expires_at END` + ownedSQL
 	extendSQL = `UPDATE records SET lease_until = ?3, expires_at = max(expires_at, ?3), updated_at = ?4` + ownedSQL
 )
 
@@ -778,7 +780,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, "complete", s.complete, key, owner, c.Summary, c.Ref, c.Result, c.Truncated, s.clock.Now().UnixMilli())
+	return s.write(ctx, "complete", s.complete, key, owner, c.Summary, c.Ref, c.Result, c.Truncated, s.clock.Now().UnixMilli(), c.Retention.Milliseconds())
 }
 
 // Fail implements ledger.Store.
@@ -790,7 +792,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 	if f.Definite {
 		state, advance = ledger.StateFailed, 1
 	}
-	return s.write(ctx, "fail", s.fail, key, owner, string(state), advance, f.Reason, s.clock.Now().UnixMilli())
+	return s.write(ctx, "fail", s.fail, key, owner, string(state), advance, f.Reason, s.clock.Now().UnixMilli(), f.Retention.Milliseconds())
 }
 
 // Extend implements ledger.Store.

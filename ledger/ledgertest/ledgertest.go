@@ -119,6 +119,7 @@ var cases = []struct {
 	{"ClaimAbsent", testClaimAbsent},
 	{"ClaimRepeatPending", testClaimRepeatPending},
 	{"ClaimRepeatOwn", testClaimRepeatOwn},
+	{"SettledRetention", testSettledRetention},
 	{"ClaimRepeatDone", testClaimRepeatDone},
 	{"ConcurrentClaims", testConcurrentClaims},
 	{"ConcurrentTakeovers", testConcurrentTakeovers},
@@ -421,6 +422,22 @@ func testClaimRepeatOwn(h *h) {
 	if got := h.get(q.Key); got.Owner != "owner-b" || got.State != ledger.StatePending || !got.UpdatedAt.Equal(takeover) {
 		h.Errorf("record after a repeated takeover = %+v, want it as the takeover left it", got)
 	}
+
+	// The first delivery took over a failed record: it began the next
+	// attempt, which nobody else held, so nothing to reconcile.
+	f := h.params("k-repeat-own-failed", "owner-a")
+	h.clock.Advance(time.Second)
+	f.LeaseUntil, f.ExpiresAt = h.clock.Now().Add(lease), h.clock.Now().Add(retention)
+	h.mustClaim(f)
+	h.fail(f.Key, f.Owner, ledger.Failure{Definite: true, Reason: "declined"})
+	h.clock.Advance(time.Second)
+	f.Owner, f.LeaseUntil, f.ExpiresAt = "owner-b", h.clock.Now().Add(lease), h.clock.Now().Add(retention)
+	h.mustClaim(f)
+	h.clock.Advance(time.Second)
+	res, err = h.s.Claim(h.ctx, f)
+	if err != nil || !res.Claimed || res.MustReconcile() || res.Attempt != 2 {
+		h.Errorf("repeated takeover of a failed record = %+v, %v; want claimed, attempt 2, no reconcile", res, err)
+	}
 }
 
 func testClaimRepeatDone(h *h) {
@@ -618,7 +635,8 @@ func testFailedClaimable(h *h) {
 		h.Errorf("claim over a failed record = %+v, want Attempt 2 and no reconcile", res)
 	}
 	h.same("Previous of a claim over a failed record", res.Previous, failed)
-	h.same("Get after a claim over a failed record", h.get(p.Key), pendingRecord(q, 2, t0.Add(time.Second), h.clock.Now()))
+	// Its attempt begins with this claim (AttemptAt the claim's time).
+	h.same("Get after a claim over a failed record", h.get(p.Key), pendingRecord(q, 2, h.clock.Now(), h.clock.Now()))
 }
 
 func testUncertainClaimable(h *h) {
@@ -671,10 +689,15 @@ func testAttemptNumbers(h *h) {
 		{2, ledger.Failure{Reason: "reset"}, 2},
 		{2, ledger.Failure{Definite: true, Reason: "rejected"}, 3},
 	}
-	// AttemptAt: when the first claim or the latest definite failure was.
+	// AttemptAt: when the first claim, the latest definite failure, or the
+	// claim after it was.
 	attemptAt := h.clock.Now()
+	afterFailure := false
 	for i, st := range steps {
 		p := h.params(key, fmt.Sprintf("owner-%d", i))
+		if afterFailure {
+			attemptAt = h.clock.Now()
+		}
 		if res := h.mustClaim(p); res.Attempt != st.claim {
 			h.Errorf("step %d: claim Attempt = %d, want %d", i, res.Attempt, st.claim)
 		}
@@ -685,7 +708,7 @@ func testAttemptNumbers(h *h) {
 		h.attemptAt(fmt.Sprintf("step %d: after claim", i), r, attemptAt)
 		h.clock.Advance(time.Second)
 		h.fail(key, p.Owner, st.failure)
-		if st.failure.Definite {
+		if afterFailure = st.failure.Definite; afterFailure {
 			attemptAt = h.clock.Now()
 		}
 		r = h.get(key)
@@ -697,6 +720,7 @@ func testAttemptNumbers(h *h) {
 	}
 	// A claim over an abandoned pending record keeps the attempt too.
 	p := h.params(key, "owner-x")
+	attemptAt = h.clock.Now() // the claim over the failed record
 	h.mustClaim(p)
 	h.clock.Set(p.LeaseUntil)
 	res := h.mustClaim(h.params(key, "owner-y"))
@@ -1116,4 +1140,40 @@ func testCancelledContext(h *h) {
 		h.clock.Set(t0.Add(time.Second))
 	}
 	h.unchanged("after cancelled writes", want)
+}
+
+// Complete and Fail (definite) with a Retention keep the settled record
+// for that long from the write, so that retention counts from the
+// settlement; without it the claim's expiry stays.
+func testSettledRetention(h *h) {
+	const long = 3 * retention
+	for _, c := range []struct {
+		key    string
+		settle func(key, owner string)
+		kept   bool
+	}{
+		{"k-ret-done", func(k, o string) { h.complete(k, o, ledger.Completion{Summary: "ok", Retention: long}) }, true},
+		{"k-ret-failed", func(k, o string) { h.fail(k, o, ledger.Failure{Definite: true, Reason: "no", Retention: long}) }, true},
+		{"k-ret-claimed", func(k, o string) { h.complete(k, o, ledger.Completion{Summary: "ok"}) }, false},
+	} {
+		h.clock.Set(t0)
+		p := h.params(c.key, "owner-a")
+		h.mustClaim(p)
+		h.clock.Advance(time.Hour) // settled an hour after the claim
+		settled := h.clock.Now()
+		c.settle(p.Key, p.Owner)
+		want := p.ExpiresAt
+		if c.kept {
+			want = settled.Add(long)
+		}
+		if got := h.get(p.Key); !got.ExpiresAt.Truncate(time.Second).Equal(want.Truncate(time.Second)) {
+			h.Errorf("%s: ExpiresAt = %v, want %v", c.key, got.ExpiresAt, want)
+		}
+		h.clock.Set(p.ExpiresAt.Add(time.Second))
+		if c.kept {
+			h.get(p.Key) // kept past the claim's expiry
+		} else {
+			h.absent(p.Key)
+		}
+	}
 }

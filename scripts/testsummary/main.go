@@ -1,7 +1,7 @@
 // Command testsummary reads `go test -json` events on standard input,
 // writes the plain verbose log to the file named by its argument, and
 // prints a short report: package results, the lines tests address to the
-// reader ("chaos:", "bench:"), each failing leaf test with its own first
+// reader ("chaos:", "faultpoints:", "bench:"), each failing leaf test with its own first
 // error line, the skipped tests with their reason, and a closing
 // "N passed, N failed, N skipped". It exits 1 when any test or package
 // failed.
@@ -87,7 +87,7 @@ func main() {
 		case "output":
 			line := strings.TrimRight(ev.Output, "\n")
 			t.output = append(t.output, line)
-			if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "chaos:") || strings.HasPrefix(trimmed, "bench:") {
+			if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "chaos:") || strings.HasPrefix(trimmed, "faultpoints:") || strings.HasPrefix(trimmed, "bench:") {
 				notes = append(notes, trimmed)
 			}
 		case "pass", "fail", "skip":

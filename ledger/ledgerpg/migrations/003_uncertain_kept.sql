@@ -1,8 +1,10 @@
 -- An uncertain record never expires (ledger.Record.Expired): its effect may
 -- exist, so a claim must take it over and reconcile, never replace it as
--- absent. Only done and failed records expire. The two functions of
--- migration 1 are replaced with that rule; their other lines are as they
--- were.
+-- absent. Only done and failed records expire. And a claim over a failed
+-- record begins its attempt (attempt_at = the claim's time), so that a
+-- repeat of that claim knows nobody else held the attempt
+-- (ledger.Reclaimed). The two functions of migration 1 are replaced with
+-- those rules; their other lines are as they were.
 CREATE OR REPLACE FUNCTION {{func:claimable}}(r {{table}}, p_fingerprint text, p_now timestamptz)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $claimable$
 	SELECT (r.expires_at <= p_now AND r.state IN ('done', 'failed'))
@@ -40,7 +42,7 @@ BEGIN
 			CASE WHEN f.c THEN p_expires_at ELSE r.expires_at END,
 			CASE WHEN f.c THEN p_fingerprint ELSE r.fingerprint END,
 			CASE WHEN f.c AND f.a THEN 1 ELSE r.attempt END,
-			CASE WHEN f.c AND f.a THEN p_now ELSE r.attempt_at END,
+			CASE WHEN f.c AND (f.a OR r.state = 'failed') THEN p_now ELSE r.attempt_at END,
 			CASE WHEN f.c THEN '' ELSE r.summary END,
 			CASE WHEN f.c THEN '' ELSE r.ref END,
 			CASE WHEN f.c THEN NULL ELSE r.result END,
