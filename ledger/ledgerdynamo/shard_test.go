@@ -93,3 +93,39 @@ func TestListUnprocessedKeys(t *testing.T) {
 		t.Errorf("List with keys never processed = %v after %d calls; want ErrUnavailable after 5", err, api.calls)
 	}
 }
+
+// What a List costs on a sharded index, counted on the wire: a Query per
+// shard of each state it lists, and a BatchGetItem per shard whose page
+// holds records (the index holds keys only).
+func TestListRequestsSharded(t *testing.T) {
+	t.Parallel()
+	c := newCounter(nil)
+	client := newClient(dynalitetest.Endpoint(t), c)
+	layout := ledgerdynamo.Layout{Shards: 4}
+	table := dynalitetest.NewTableWith(t, client, &ledgerdynamo.TableOptions{Layout: layout})
+	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: ledgertest.NewClock(t0), Layout: layout})
+	shards := map[string]bool{}
+	for i := range 10 {
+		k := fmt.Sprintf("k-%d", i)
+		if _, err := s.Claim(context.Background(), params(k, "o")); err != nil {
+			t.Fatal(err)
+		}
+		shards[layout.IndexKey(k, ledger.StatePending)] = true
+	}
+	c.take()
+	for _, tc := range []struct {
+		f       ledger.Filter
+		queries int
+	}{
+		{ledger.Filter{State: ledger.StatePending}, 4},
+		{ledger.Filter{}, 16},
+	} {
+		if got := listed(t, s, tc.f); len(got) != 10 {
+			t.Errorf("List(%+v) = %v, want the 10 records", tc.f, got)
+		}
+		want := map[string]int{"Query": tc.queries, "BatchGetItem": len(shards)}
+		if got := c.take(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("List(%+v): requests %v, want %v", tc.f, got, want)
+		}
+	}
+}
