@@ -129,3 +129,67 @@ func TestListRequestsSharded(t *testing.T) {
 		}
 	}
 }
+
+// Every write that sets a record's state files it under that state's
+// shard, on every path: a claim of a new key, over a failed, uncertain or
+// abandoned record, over an expired one; Complete; Fail, definite or not;
+// an operator's Resolve. The table is read after each step.
+func TestShardFollowsState(t *testing.T) {
+	t.Parallel()
+	client := newClient(dynalitetest.Endpoint(t), nil)
+	layout := ledgerdynamo.Layout{Shards: 8}
+	table := dynalitetest.NewTableWith(t, client, &ledgerdynamo.TableOptions{Layout: layout})
+	clock := ledgertest.NewClock(t0)
+	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock, Layout: layout})
+	ctx := context.Background()
+	claim := func(key, owner string) error {
+		p := params(key, owner)
+		p.LeaseUntil, p.ExpiresAt = clock.Now().Add(30*time.Second), clock.Now().Add(time.Hour)
+		res, err := s.Claim(ctx, p)
+		if err == nil && !res.Claimed {
+			err = fmt.Errorf("claim of %s not taken: %+v", key, res.Previous)
+		}
+		return err
+	}
+	failed := ledger.Failure{Definite: true, Reason: "400"}
+	uncertain := ledger.Failure{Reason: "timeout"}
+	for _, st := range []struct {
+		name string
+		do   func() error
+	}{
+		{"claim", func() error { return claim("k-1", "o1") }},
+		{"complete", func() error { return s.Complete(ctx, "k-1", "o1", ledger.Completion{Summary: "sent"}) }},
+		{"claim k-2", func() error { return claim("k-2", "o1") }},
+		{"fail definite", func() error { return s.Fail(ctx, "k-2", "o1", failed) }},
+		{"claim over failed", func() error { return claim("k-2", "o2") }},
+		{"fail uncertain", func() error { return s.Fail(ctx, "k-2", "o2", uncertain) }},
+		{"claim over uncertain", func() error { return claim("k-2", "o3") }},
+		{"claim k-3", func() error { return claim("k-3", "o1") }},
+		{"claim over abandoned", func() error { clock.Advance(time.Minute); return claim("k-3", "o2") }},
+		{"claim over expired", func() error { clock.Advance(2 * time.Hour); return claim("k-1", "o2") }},
+		{"fail k-1 uncertain", func() error { return s.Fail(ctx, "k-1", "o2", uncertain) }},
+		{"resolve", func() error {
+			_, err := ledger.Resolve(ctx, s, "k-1", ledger.Resolution{Done: true, Ref: "msg_1", Summary: "sent", By: "alice"}, clock.Now())
+			return err
+		}},
+	} {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: &table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range out.Items {
+			key := it["pk"].(*types.AttributeValueMemberS).Value
+			state := it["state"].(*types.AttributeValueMemberS).Value
+			var shard string
+			if v, ok := it["state_shard"].(*types.AttributeValueMemberS); ok {
+				shard = v.Value
+			}
+			if want := layout.IndexKey(key, ledger.State(state)); shard != want {
+				t.Errorf("after %s: %s is %s under shard %q, want %q", st.name, key, state, shard, want)
+			}
+		}
+	}
+}
