@@ -73,7 +73,7 @@ func (r *InitReport) String() string {
 	default:
 		fmt.Fprintf(&b, "table %s: exists, with index %s (%s)\n", r.Table, r.Index, kind)
 	}
-	if r.Scanned > 0 || r.IndexCreated || r.Unsharded != "" {
+	if r.IndexCreated || r.Unsharded != "" {
 		fmt.Fprintf(&b, "records: %d read, %d filed under their index shard", r.Scanned, r.Filed)
 		if r.Changed > 0 {
 			fmt.Fprintf(&b, ", %d changed meanwhile and left as they were (run init again)", r.Changed)

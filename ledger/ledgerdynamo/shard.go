@@ -17,13 +17,14 @@ import (
 // batchGetKeys is the most keys one BatchGetItem takes.
 const batchGetKeys = 100
 
-// fetch returns the records that a page of entries of the sharded index
-// (keys only) stands for, read with consistent BatchGetItem requests, in
-// the page's order. An entry whose record has gone, moved (another state
-// or lease than the entry's: the index lags the table, or the record was
-// written by a process on the unsharded layout) or does not pass the
-// filter is left out; the record is listed where the index holds it now.
-func (s *Store) fetch(ctx context.Context, entries []item, state ledger.State, f ledger.Filter, now time.Time) ([]ledger.Record, error) {
+// fetchRecords returns the records that a page of entries of the
+// sharded index (keys only) stands for, read with consistent BatchGetItem
+// requests, in the page's order. An entry whose record has gone, moved
+// (another state or lease than the entry's: the index lags the table, or
+// a process on the unsharded layout wrote the record) or does not pass
+// the filter is left out; the record is listed where the index holds it
+// now.
+func (s *Store) fetchRecords(ctx context.Context, entries []item, state ledger.State, f ledger.Filter, now time.Time) ([]ledger.Record, error) {
 	hash, rng := s.lay.tableKey()
 	keys := make([]item, len(entries))
 	for i, e := range entries {

@@ -498,7 +498,7 @@ func (s *Store) listPart(ctx context.Context, part indexPart, f ledger.Filter, a
 		values[":after"] = nv(millis(after.LeaseUntil))
 	}
 	// The unsharded index holds whole records, which the query filters;
-	// the sharded one holds keys only, and fetch checks the records.
+	// the sharded one holds keys only, and fetchRecords checks the records.
 	if s.lay.shards == 0 {
 		if f.RunID != "" {
 			filters = append(filters, "#run_id = :run")
@@ -566,10 +566,10 @@ func (s *Store) listPart(ctx context.Context, part indexPart, f ledger.Filter, a
 // records returns the records of a page of index entries, in the page's
 // order: the entries themselves on the unsharded index, which holds
 // whole records; on the sharded one, which holds keys only, the records
-// fetched (fetch).
+// fetched (fetchRecords).
 func (s *Store) records(ctx context.Context, entries []item, state ledger.State, f ledger.Filter, now time.Time) ([]ledger.Record, error) {
 	if s.lay.shards > 0 {
-		return s.fetch(ctx, entries, state, f, now)
+		return s.fetchRecords(ctx, entries, state, f, now)
 	}
 	recs := make([]ledger.Record, 0, len(entries))
 	for _, it := range entries {

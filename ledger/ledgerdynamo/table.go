@@ -222,13 +222,6 @@ func (l layout) checkSchema(d *types.TableDescription) error {
 	return fmt.Errorf("index %s is missing", l.index)
 }
 
-// What enableTTL found or did.
-const (
-	ttlEnabled     = "enabled"
-	ttlWasEnabled  = "already enabled"
-	ttlUnsupported = "not supported by the server"
-)
-
 // keyed reports whether the key schema ks is hash, and rng when set.
 func keyed(ks []types.KeySchemaElement, hash, rng string) bool {
 	want := []string{hash, string(types.KeyTypeHash)}
@@ -241,6 +234,13 @@ func keyed(ks []types.KeySchemaElement, hash, rng string) bool {
 	}
 	return slices.Equal(got, want)
 }
+
+// What enableTTL found or did.
+const (
+	ttlEnabled     = "enabled"
+	ttlWasEnabled  = "already enabled"
+	ttlUnsupported = "not supported by the server"
+)
 
 // enableTTL turns TTL on for the attribute expiry unless it already is,
 // and says which (ttlEnabled, ttlWasEnabled, ttlUnsupported).
