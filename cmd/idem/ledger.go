@@ -91,13 +91,21 @@ func newLedgerInitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create the ledger (SQLite file and schema, or DynamoDB table with its index and TTL)",
-		Args:  cobra.NoArgs,
+		Long: "Create the ledger, or check it, and say what was done: the SQLite file and its schema, or the\n" +
+			"DynamoDB table with its index and TTL. With shards=N in a dynamodb:// URL, an existing table\n" +
+			"gets the write-sharded index and its records are filed under it; the unsharded index stays\n" +
+			"until you delete it (init says how), and processes on the unsharded layout keep working.",
+		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		return withLedger(cmd, *url, true, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			if err := l.Init(ctx); err != nil {
+			did, err := l.Init(ctx)
+			if err != nil {
 				return ledgerErr(err)
+			}
+			if did != "" {
+				fmt.Fprintln(cmd.OutOrStdout(), did)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "ledger %s is ready\n", l.URL)
 			return nil

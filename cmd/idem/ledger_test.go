@@ -239,6 +239,41 @@ func TestLedgerDynamoDB(t *testing.T) {
 	}
 }
 
+// idem ledger init with shards=N on a table made without the sharded
+// index adds it, files the records under it and says what it did (and
+// that the unsharded index is still there); the ledger commands then
+// work on the sharded index, and init again finds the index in place.
+// dynalite cannot add an index to a table: dynalitetest.IndexProxy does
+// it by copying the table.
+func TestLedgerDynamoDBShards(t *testing.T) {
+	t.Parallel()
+	endpoint := dynalitetest.IndexProxy(t, dynalitetest.Endpoint(t))
+	client, table := dynalitetest.ForExamples()
+	url := "dynamodb://" + table + "?region=us-east-1&endpoint=" + endpoint
+	if r := idem(t, awsEnv, "ledger", "init", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "index state-lease_until (unsharded") {
+		t.Errorf("init: %q", r.stdout)
+	}
+	clock := ledgertest.NewClock(time.Now())
+	seed(t, ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock}), clock)
+	sharded := url + "&shards=4"
+	r := idem(t, awsEnv, "ledger", "init", "--ledger", sharded).wantOK(t)
+	for _, want := range []string{
+		"index state_shard-lease_until (4 shards, projecting the keys): created",
+		"records: 5 read, 5 filed under their index shard\n",
+		"index state-lease_until (unsharded): still on the table, for the processes on the unsharded layout\n",
+		"ledger " + sharded + " is ready",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("init with shards lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	testLedgerOps(t, sharded, awsEnv)
+	r = idem(t, awsEnv, "ledger", "init", "--ledger", sharded).wantOK(t)
+	if !strings.Contains(r.stdout, "exists, with index state_shard-lease_until") || strings.Contains(r.stdout, "created") {
+		t.Errorf("init again:\n%s", r.stdout)
+	}
+}
+
 func TestLedgerDynamoDBUnreachable(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

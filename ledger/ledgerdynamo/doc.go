@@ -24,6 +24,7 @@
 //	run_id       S     the agent run
 //	tool         S     the tool
 //	updated_at   N     milliseconds since the epoch: last write
+//	state_shard  S     with Layout.Shards: the state and the key's shard, "pending#07"
 //
 // The global secondary index state-lease_until, keyed on (state, lease_until),
 // serves List and so the sweeper ("pending with lease_until before now").
@@ -31,6 +32,28 @@
 // contract requires, and an INCLUDE projection would have to name every
 // attribute anyway. The price is that a completion's result payload (at most
 // ledger.MaxResultBytes) is written to the index too.
+//
+// # Sharded index
+//
+// The unsharded index has the state as its partition key, so every claim,
+// renewal and completion writes to the one index key "pending", and
+// DynamoDB gives one partition key at most 1,000 write units per second,
+// per index, throttling the table's writes when an index cannot take its
+// own: about 500 fresh actions per second per table. Layout.Shards (N,
+// DefaultShards 64) write-shards it: every write that sets the state also
+// sets state_shard to the state and FNV-1a of the action key modulo N
+// (Layout.IndexKey), and the index state_shard-lease_until is keyed on
+// (state_shard, lease_until), so a record's entries, renewals included,
+// stay on one of N keys per state. It projects the keys only: with ALL,
+// a completion's result (a write unit per KB) would land on one done
+// shard, so no N would bound a key's rate; with KEYS_ONLY every index
+// write is one unit. List queries the N shards of each state it lists
+// (16 at a time), merges them by (lease_until, key), and fetches the
+// records with consistent BatchGetItem reads, leaving out a record that
+// has moved since its index entry was read. InitTable adds the sharded
+// index to a table made without it and files the existing records under
+// it; see "DynamoDB at scale" in the README for the rates, the limits
+// that then bind, and how to raise N.
 //
 // An item stays far below DynamoDB's 400 KB: the ledger.Max* limits bound
 // every field (about 270 KB at most), and oversized writes are refused with
@@ -89,8 +112,10 @@
 // abandoned claim once its retention has passed; run the sweeper
 // (package reconcile) well within the retention so that abandoned claims
 // are reconciled before that. Get is a consistent GetItem, List a Query on
-// the index per state from the page's cursor (eventually consistent); both
-// treat expired records as absent.
+// the index per state (per shard of a state with Layout.Shards, then a
+// BatchGetItem of the records found) from the page's cursor (eventually
+// consistent); both treat expired records as absent. With Layout.Shards,
+// Claim, Complete and Fail set state_shard with the state.
 //
 // # Retries
 //
@@ -129,11 +154,13 @@
 //	  ]
 //	}
 //
-// With a layout, the item statement can be narrowed with a
-// dynamodb:LeadingKeys condition on the partition key: StringEquals the
-// PartitionKeyValue, or StringLike the KeyPrefix followed by "*" when the
-// action key is the partition key (see the README). The index resource is
-// Layout.Index when it is set.
+// With Layout.Shards, List also reads the table with dynamodb:BatchGetItem
+// (add it to the first statement), and the index resource is
+// index/state_shard-lease_until. With a layout, the item statement can be
+// narrowed with a dynamodb:LeadingKeys condition on the partition key:
+// StringEquals the PartitionKeyValue, or StringLike the KeyPrefix
+// followed by "*" when the action key is the partition key (see the
+// README). The index resource is Layout.Index when it is set.
 //
 // And, for the principal that runs CreateTable (setup only):
 //
@@ -153,6 +180,10 @@
 //	    }
 //	  ]
 //	}
+//
+// InitTable on an existing table with a sharded layout also needs
+// dynamodb:UpdateTable (to add the index), dynamodb:Scan and
+// dynamodb:UpdateItem (to file the records under it).
 //
 // # Testing
 //

@@ -13,6 +13,10 @@ import (
 // index on (state, lease_until) that List queries.
 const IndexName = "state-lease_until"
 
+// ShardedIndexName is the default name (Layout.Index) of the index on
+// (state_shard, lease_until) that List queries when Layout.Shards is set.
+const ShardedIndexName = "state_shard-lease_until"
+
 // item is one DynamoDB item.
 type item = map[string]types.AttributeValue
 

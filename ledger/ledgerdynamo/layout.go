@@ -3,12 +3,15 @@ package ledgerdynamo
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/ledger"
 )
 
 // Attributes names the attributes of the table, so that the Store can use
@@ -19,7 +22,8 @@ import (
 // through #placeholders.
 type Attributes struct {
 	Key         string // [pk] the partition key: the action key, or Layout.PartitionKeyValue
-	State       string // [state] pending | done | failed | uncertain; the index's partition key
+	State       string // [state] pending | done | failed | uncertain; the unsharded index's partition key
+	Shard       string // [state_shard] the sharded index's partition key, "state#NN" (Layout.Shards)
 	Owner       string // [owner] owner token of the latest claim
 	LeaseUntil  string // [lease_until] ms since the epoch; the index's sort key
 	ExpiresAt   string // [expires_at] s since the epoch; the table's TTL attribute
@@ -67,11 +71,36 @@ type Layout struct {
 	// ledger records are told apart from the other items of a shared
 	// table (for example "idem#").
 	KeyPrefix string
-	// Index names the global secondary index on (Attributes.State,
-	// Attributes.LeaseUntil) that List (and so the sweeper) queries
-	// [IndexName].
+	// Index names the global secondary index that List (and so the
+	// sweeper) queries: on (Attributes.State, Attributes.LeaseUntil)
+	// [IndexName], or with Shards on (Attributes.Shard,
+	// Attributes.LeaseUntil) [ShardedIndexName].
 	Index string
+	// Shards, when above zero, write-shards the index: every write that
+	// sets a record's state also sets Attributes.Shard to the state and
+	// one of Shards numbers taken from a hash of the action key
+	// ("pending#07", Layout.IndexKey), the index is keyed on that
+	// attribute and projects the keys only, and List queries every shard
+	// of a state and merges them, fetching the records with BatchGetItem.
+	// One index partition key then takes 1/Shards of the index's writes:
+	// DefaultShards keeps every one below DynamoDB's 1,000 write units per
+	// second up to 10,000 actions per second (see "DynamoDB at scale" in
+	// the README). Zero is the unsharded index of earlier versions, whose
+	// partition key is the state: a table made with it keeps working until
+	// InitTable adds the sharded index. At most MaxShards. The shard of a
+	// key depends on Shards: raising it is safe once every process that
+	// lists uses the new value; lowering it hides records from List.
+	Shards int
 }
+
+// DefaultShards is the number of index shards the README's sizing
+// assumes (Layout.Shards): up to 10,000 actions per second, each renewed
+// once, no index partition key takes more than 1,000 write units per
+// second.
+const DefaultShards = 64
+
+// MaxShards bounds Layout.Shards: List queries every shard of a state.
+const MaxShards = 1000
 
 // ErrLayout is matched by the error of CreateTable, and of every Store
 // method, when the Layout is not valid.
@@ -84,6 +113,7 @@ const (
 	phKey         = "#pk"
 	phSortKey     = "#sk"
 	phState       = "#state"
+	phShard       = "#state_shard"
 	phOwner       = "#owner"
 	phLeaseUntil  = "#lease_until"
 	phExpiresAt   = "#expires_at"
@@ -110,6 +140,7 @@ type layout struct {
 	pkv    string            // static partition key value; "" when the key is the partition key
 	prefix string
 	index  string
+	shards int // 0: the index's partition key is the state
 }
 
 // resolve applies the defaults and validates the Layout.
@@ -122,14 +153,14 @@ func (l Layout) resolve() (layout, error) {
 		{phExpiresAt, a.ExpiresAt}, {phFingerprint, a.Fingerprint}, {phSummary, a.Summary},
 		{phRef, a.Ref}, {phResult, a.Result}, {phTruncated, a.Truncated}, {phReason, a.Reason},
 		{phAttempts, a.Attempts}, {phAttemptAt, a.AttemptAt}, {phRunID, a.RunID}, {phTool, a.Tool},
-		{phUpdatedAt, a.UpdatedAt},
+		{phUpdatedAt, a.UpdatedAt}, {phShard, a.Shard},
 	} {
 		if f.name == "" {
 			f.name = f.ph[1:]
 		}
 		attr[f.ph] = f.name
 	}
-	res := layout{attr: attr, keyPH: phKey, prefix: l.KeyPrefix, index: l.Index}
+	res := layout{attr: attr, keyPH: phKey, prefix: l.KeyPrefix, index: l.Index, shards: l.Shards}
 	switch {
 	case l.PartitionKeyValue != "" && l.SortKey != "":
 		attr[phSortKey] = l.SortKey
@@ -139,7 +170,12 @@ func (l Layout) resolve() (layout, error) {
 	case l.SortKey != "":
 		errs = append(errs, errors.New("SortKey needs a PartitionKeyValue"))
 	}
-	if res.index == "" {
+	switch {
+	case l.Shards < 0 || l.Shards > MaxShards:
+		errs = append(errs, fmt.Errorf("Shards %d: want 0 (unsharded) to %d", l.Shards, MaxShards))
+	case res.index == "" && l.Shards > 0:
+		res.index = ShardedIndexName
+	case res.index == "":
 		res.index = IndexName
 	}
 	if !indexNameRE.MatchString(res.index) {
@@ -184,12 +220,11 @@ func (l Layout) Validate() error {
 
 // placeholders lists the placeholders of the layout in a fixed order.
 func (l layout) placeholders() []string {
-	phs := []string{phKey, phSortKey, phState, phOwner, phLeaseUntil, phExpiresAt, phFingerprint,
+	phs := []string{phKey, phSortKey, phState, phShard, phOwner, phLeaseUntil, phExpiresAt, phFingerprint,
 		phSummary, phRef, phResult, phTruncated, phReason, phAttempts, phAttemptAt, phRunID, phTool, phUpdatedAt}
-	if l.pkv == "" {
-		phs = slices.DeleteFunc(phs, func(ph string) bool { return ph == phSortKey })
-	}
-	return phs
+	return slices.DeleteFunc(phs, func(ph string) bool {
+		return ph == phSortKey && l.pkv == "" || ph == phShard && l.shards == 0
+	})
 }
 
 // placeholderRE finds the #placeholders of an expression.
@@ -238,6 +273,62 @@ func (l layout) actionKey(it item) (string, error) {
 		return "", fmt.Errorf("key attribute %s: %q is not the key prefix %q and an action key", name, v.Value, l.prefix)
 	}
 	return key, nil
+}
+
+// IndexKey returns the value of the index partition key under which a
+// record of the action key in state is filed: the state itself when
+// Shards is zero, else the state, "#" and the key's shard in two digits
+// at least ("pending#07"). The shard is FNV-1a (32 bits) of the action
+// key modulo Shards; it never changes between versions, so records stay
+// where they were written.
+func (l Layout) IndexKey(key string, state ledger.State) string {
+	if l.Shards <= 0 {
+		return string(state)
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return shardKey(state, int(h.Sum32()%uint32(l.Shards)))
+}
+
+// shardKey is the index partition key of shard n of state.
+func shardKey(state ledger.State, n int) string { return fmt.Sprintf("%s#%02d", state, n) }
+
+// indexKey is Layout.IndexKey.
+func (l layout) indexKey(key string, state ledger.State) string {
+	return Layout{Shards: l.shards}.IndexKey(key, state)
+}
+
+// indexPH is the placeholder of the index's partition key attribute.
+func (l layout) indexPH() string {
+	if l.shards > 0 {
+		return phShard
+	}
+	return phState
+}
+
+// indexKeys lists the index partition keys that hold the records of
+// state: the state, or each of its shards.
+func (l layout) indexKeys(state ledger.State) []string {
+	if l.shards == 0 {
+		return []string{string(state)}
+	}
+	keys := make([]string, l.shards)
+	for n := range keys {
+		keys[n] = shardKey(state, n)
+	}
+	return keys
+}
+
+// shardSet is the assignment, to append to an update's SET clause, that
+// files the record of key under the index shard of its new state, with
+// its value added to values; "" when the index is unsharded (the state
+// is its key). Every update that sets the state appends it.
+func (l layout) shardSet(key string, state ledger.State, values item) string {
+	if l.shards == 0 {
+		return ""
+	}
+	values[":state_shard"] = sv(l.indexKey(key, state))
+	return ", #state_shard = :state_shard"
 }
 
 // filter is the condition that keeps this layout's items, for a Query on

@@ -44,9 +44,10 @@ var layouts = []struct {
 		PartitionKeyValue: "IDEMKIT", SortKey: "SK",
 	}},
 	{"key prefix", ledgerdynamo.Layout{KeyPrefix: "idem#"}},
+	{"sharded", ledgerdynamo.Layout{Shards: 4}},
 	{"all", ledgerdynamo.Layout{
-		Attributes:        ledgerdynamo.Attributes{Key: "PK", State: "status", ExpiresAt: "ttl", Owner: "name"},
-		PartitionKeyValue: "TENANT#7", SortKey: "SK", KeyPrefix: "LEDGER#", Index: "GSI1",
+		Attributes:        ledgerdynamo.Attributes{Key: "PK", State: "status", ExpiresAt: "ttl", Owner: "name", Shard: "status_shard"},
+		PartitionKeyValue: "TENANT#7", SortKey: "SK", KeyPrefix: "LEDGER#", Index: "GSI1", Shards: 3,
 	}},
 }
 
@@ -82,6 +83,7 @@ func TestLayoutsShareTable(t *testing.T) {
 		{"key prefix", ledgerdynamo.Layout{KeyPrefix: "a#"}, ledgerdynamo.Layout{KeyPrefix: "b#"}},
 		{"partition value", tenant("TENANT#a", ""), tenant("TENANT#b", "")},
 		{"prefix in one partition", tenant("IDEM", "a#"), tenant("IDEM", "b#")},
+		{"sharded", ledgerdynamo.Layout{KeyPrefix: "a#", Shards: 4}, ledgerdynamo.Layout{KeyPrefix: "b#", Shards: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -210,81 +212,132 @@ func (r *recorder) Query(_ context.Context, in *dynamodb.QueryInput, _ ...func(*
 	return &dynamodb.QueryOutput{}, nil
 }
 
+func (r *recorder) BatchGetItem(_ context.Context, in *dynamodb.BatchGetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	r.record(in)
+	return &dynamodb.BatchGetItemOutput{}, nil
+}
+
 // Every attribute of every expression goes through a #placeholder, so
-// that any name, a reserved word included, works; and the claim's
-// condition has no nested parentheses (dynalite parses those slowly).
+// that any name, a reserved word included, works; the claim's condition
+// has no nested parentheses (dynalite parses those slowly); and, with
+// shards, every write that sets the state files the record under that
+// state's shard.
 func TestExpressionsUsePlaceholders(t *testing.T) {
 	t.Parallel()
 	// Upper-case names: a placeholder is lower-case, so an upper-case
 	// letter in an expression would be a name written out.
 	attrs := ledgerdynamo.Attributes{Key: "K", State: "S", Owner: "O", LeaseUntil: "L", ExpiresAt: "E",
 		Fingerprint: "F", Summary: "SU", Ref: "R", Result: "RE", Truncated: "T", Reason: "REA",
-		Attempts: "A", AttemptAt: "AA", RunID: "RU", Tool: "TO", UpdatedAt: "U"}
-	layout := ledgerdynamo.Layout{Attributes: attrs, PartitionKeyValue: "P", SortKey: "SK", KeyPrefix: "X#"}
-	rec := &recorder{}
-	s := ledgerdynamo.New(rec, "t", &ledgerdynamo.Config{Layout: layout})
-	ctx := context.Background()
-	now := time.Now()
-	if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k", Owner: "o", LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	steps := []error{
-		s.Complete(ctx, "k", "o", ledger.Completion{Summary: "s", Ref: "r", Result: []byte("{}")}),
-		s.Fail(ctx, "k", "o", ledger.Failure{Definite: true, Reason: "r"}),
-		s.Extend(ctx, "k", "o", now.Add(time.Minute)),
-	}
-	_, err := s.Get(ctx, "k")
-	steps = append(steps, ignore(err, ledger.ErrNotFound))
-	_, err = s.List(ctx, ledger.Filter{RunID: "run", LeaseBefore: now})
-	steps = append(steps, err)
-	if err := errors.Join(steps...); err != nil {
-		t.Fatal(err)
-	}
-	for i, in := range rec.in {
-		var exprs []*string
-		var names map[string]string
-		var key map[string]types.AttributeValue
-		switch in := in.(type) {
-		case *dynamodb.UpdateItemInput:
-			exprs, names, key = []*string{in.UpdateExpression, in.ConditionExpression}, in.ExpressionAttributeNames, in.Key
-			if i == 0 {
-				cond := aws.ToString(in.ConditionExpression)
-				if depth := maxDepth(cond); depth > 1 {
-					t.Errorf("claim condition nests parentheses %d deep: %s", depth, cond)
+		Attempts: "A", AttemptAt: "AA", RunID: "RU", Tool: "TO", UpdatedAt: "U", Shard: "SH"}
+	for _, tc := range []struct {
+		shards  int
+		index   string
+		queries int
+	}{
+		{0, ledgerdynamo.IndexName, 4},
+		{2, ledgerdynamo.ShardedIndexName, 8},
+	} {
+		t.Run(fmt.Sprintf("shards=%d", tc.shards), func(t *testing.T) {
+			t.Parallel()
+			layout := ledgerdynamo.Layout{Attributes: attrs, PartitionKeyValue: "P", SortKey: "SK", KeyPrefix: "X#", Shards: tc.shards}
+			rec := &recorder{}
+			s := ledgerdynamo.New(rec, "t", &ledgerdynamo.Config{Layout: layout})
+			ctx := context.Background()
+			now := time.Now()
+			if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k", Owner: "o", LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			steps := []error{
+				s.Complete(ctx, "k", "o", ledger.Completion{Summary: "s", Ref: "r", Result: []byte("{}")}),
+				s.Fail(ctx, "k", "o", ledger.Failure{Definite: true, Reason: "r"}),
+				s.Fail(ctx, "k", "o", ledger.Failure{Reason: "timeout"}),
+				s.Extend(ctx, "k", "o", now.Add(time.Minute)),
+			}
+			_, err := s.Get(ctx, "k")
+			steps = append(steps, ignore(err, ledger.ErrNotFound))
+			_, err = s.List(ctx, ledger.Filter{RunID: "run", LeaseBefore: now})
+			steps = append(steps, err)
+			if err := errors.Join(steps...); err != nil {
+				t.Fatal(err)
+			}
+			for i, in := range rec.in {
+				var exprs []*string
+				var names map[string]string
+				var key map[string]types.AttributeValue
+				switch in := in.(type) {
+				case *dynamodb.UpdateItemInput:
+					exprs, names, key = []*string{in.UpdateExpression, in.ConditionExpression}, in.ExpressionAttributeNames, in.Key
+					if i == 0 {
+						cond := aws.ToString(in.ConditionExpression)
+						if depth := maxDepth(cond); depth > 1 {
+							t.Errorf("claim condition nests parentheses %d deep: %s", depth, cond)
+						}
+					}
+					checkShardSet(t, layout, "k", in)
+				case *dynamodb.GetItemInput:
+					key = in.Key
+				case *dynamodb.QueryInput:
+					exprs, names = []*string{in.KeyConditionExpression, in.FilterExpression}, in.ExpressionAttributeNames
+					if aws.ToString(in.IndexName) != tc.index {
+						t.Errorf("Query on index %q, want %q", aws.ToString(in.IndexName), tc.index)
+					}
+				}
+				for _, e := range exprs {
+					for _, m := range identRE.FindAllStringSubmatch(aws.ToString(e), -1) {
+						if !slices.Contains(keywords, m[2]) {
+							t.Errorf("request %d (%T): attribute name %s written out in %q", i, in, m[2], aws.ToString(e))
+						}
+					}
+				}
+				for ph, name := range names {
+					if strings.ToLower(name) == name {
+						t.Errorf("request %d: placeholder %s stands for %q, not a name of the layout", i, ph, name)
+					}
+				}
+				if key != nil {
+					got := map[string]string{}
+					for name, v := range key {
+						got[name] = v.(*types.AttributeValueMemberS).Value
+					}
+					if fmt.Sprint(got) != "map[K:P SK:X#k]" {
+						t.Errorf("request %d: key %v, want K=P, SK=X#k", i, got)
+					}
 				}
 			}
-		case *dynamodb.GetItemInput:
-			key = in.Key
-		case *dynamodb.QueryInput:
-			exprs, names = []*string{in.KeyConditionExpression, in.FilterExpression}, in.ExpressionAttributeNames
-			if aws.ToString(in.IndexName) != ledgerdynamo.IndexName {
-				t.Errorf("Query on index %q", aws.ToString(in.IndexName))
+			// claim, complete, fail twice, extend, get, a query per index
+			// partition key (the recorder finds nothing to fetch)
+			if want := 6 + tc.queries; len(rec.in) != want {
+				t.Errorf("%d requests recorded, want %d", len(rec.in), want)
 			}
-		}
-		for _, e := range exprs {
-			for _, m := range identRE.FindAllStringSubmatch(aws.ToString(e), -1) {
-				if !slices.Contains(keywords, m[2]) {
-					t.Errorf("request %d (%T): attribute name %s written out in %q", i, in, m[2], aws.ToString(e))
-				}
-			}
-		}
-		for ph, name := range names {
-			if strings.ToLower(name) == name {
-				t.Errorf("request %d: placeholder %s stands for %q, not a name of the layout", i, ph, name)
-			}
-		}
-		if key != nil {
-			got := map[string]string{}
-			for name, v := range key {
-				got[name] = v.(*types.AttributeValueMemberS).Value
-			}
-			if fmt.Sprint(got) != "map[K:P SK:X#k]" {
-				t.Errorf("request %d: key %v, want K=P, SK=X#k", i, got)
-			}
-		}
+		})
 	}
-	if len(rec.in) != 9 { // claim, complete, fail, extend, get, a query per state
-		t.Errorf("%d requests recorded, want 9", len(rec.in))
+}
+
+// stateSetRE finds the value an update expression assigns to the state.
+var stateSetRE = regexp.MustCompile(`#state = (:\w+)`)
+
+// checkShardSet checks that an update that sets the state of key's record
+// also sets, on a sharded layout, the shard attribute to that state's
+// index key, and never sets it on an unsharded one.
+func checkShardSet(t *testing.T, l ledgerdynamo.Layout, key string, in *dynamodb.UpdateItemInput) {
+	t.Helper()
+	update := aws.ToString(in.UpdateExpression)
+	m := stateSetRE.FindStringSubmatch(update)
+	shard, sets := in.ExpressionAttributeValues[":state_shard"].(*types.AttributeValueMemberS)
+	switch {
+	case m == nil && sets:
+		t.Errorf("%q sets the shard but not the state", update)
+	case m == nil:
+	case l.Shards == 0 && strings.Contains(update, "#state_shard"):
+		t.Errorf("%q sets the shard on an unsharded layout", update)
+	case l.Shards == 0:
+	case !sets || !strings.Contains(update, "#state_shard = :state_shard"):
+		t.Errorf("%q sets the state but not the shard", update)
+	default:
+		state := in.ExpressionAttributeValues[m[1]].(*types.AttributeValueMemberS).Value
+		if want := l.IndexKey(key, ledger.State(state)); shard.Value != want {
+			t.Errorf("%q files state %s under %s, want %s", update, state, shard.Value, want)
+		}
 	}
 }
 
@@ -336,6 +389,9 @@ func TestLayoutInvalid(t *testing.T) {
 		{"index name", ledgerdynamo.Layout{Index: "a b"}, "index name"},
 		{"long name", ledgerdynamo.Layout{Attributes: ledgerdynamo.Attributes{Ref: strings.Repeat("r", 256)}}, "1 to 255 bytes"},
 		{"prefix not UTF-8", ledgerdynamo.Layout{KeyPrefix: "\xff"}, "KeyPrefix is not valid UTF-8"},
+		{"negative shards", ledgerdynamo.Layout{Shards: -1}, "Shards -1: want 0 (unsharded) to 1000"},
+		{"too many shards", ledgerdynamo.Layout{Shards: ledgerdynamo.MaxShards + 1}, "Shards 1001"},
+		{"shard attribute is the state", ledgerdynamo.Layout{Shards: 2, Attributes: ledgerdynamo.Attributes{Shard: "state"}}, `"state" is used for both state and state_shard`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -372,6 +428,32 @@ func TestLayoutInvalid(t *testing.T) {
 	}
 }
 
+// The index partition key of a record: the state, or the state and the
+// key's shard. The values are pinned: a record stays under the key it
+// was written with, so the function may never change.
+func TestIndexKey(t *testing.T) {
+	t.Parallel()
+	sha := "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+	for _, tc := range []struct {
+		shards int
+		key    string
+		state  ledger.State
+		want   string
+	}{
+		{0, "k", ledger.StatePending, "pending"},
+		{0, sha, ledger.StateUncertain, "uncertain"},
+		{1, sha, ledger.StateDone, "done#00"},
+		{3, "", ledger.StateFailed, "failed#01"},
+		{64, "k", ledger.StateDone, "done#42"},
+		{64, sha, ledger.StatePending, "pending#39"},
+		{ledgerdynamo.MaxShards, "k", ledger.StateDone, "done#410"},
+	} {
+		if got := (ledgerdynamo.Layout{Shards: tc.shards}).IndexKey(tc.key, tc.state); got != tc.want {
+			t.Errorf("Shards %d: IndexKey(%q, %s) = %q, want %q", tc.shards, tc.key, tc.state, got, tc.want)
+		}
+	}
+}
+
 // CreateTable follows the layout: the key schema with the sort key, the
 // index on the layout's names; a table of another layout is ErrSchema.
 func TestCreateTableLayout(t *testing.T) {
@@ -397,8 +479,11 @@ func TestCreateTableLayout(t *testing.T) {
 	if len(d.GlobalSecondaryIndexes) != 1 || aws.ToString(d.GlobalSecondaryIndexes[0].IndexName) != "GSI1" {
 		t.Fatalf("indexes %+v, want GSI1", d.GlobalSecondaryIndexes)
 	}
-	if got, want := keys(d.GlobalSecondaryIndexes[0].KeySchema), []string{"status HASH", "lease_until RANGE"}; !slices.Equal(got, want) {
+	if got, want := keys(d.GlobalSecondaryIndexes[0].KeySchema), []string{"status_shard HASH", "lease_until RANGE"}; !slices.Equal(got, want) {
 		t.Errorf("index key %v, want %v", got, want)
+	}
+	if p := d.GlobalSecondaryIndexes[0].Projection; p == nil || p.ProjectionType != types.ProjectionTypeKeysOnly {
+		t.Errorf("index projection %+v, want KEYS_ONLY", p)
 	}
 	// Again with the same layout: accepted.
 	if err := ledgerdynamo.CreateTable(ctx, api, table, &ledgerdynamo.TableOptions{Layout: l}); err != nil {
@@ -408,6 +493,7 @@ func TestCreateTableLayout(t *testing.T) {
 		{},
 		{Attributes: l.Attributes, PartitionKeyValue: "P", SortKey: "other", Index: l.Index},
 		{Attributes: l.Attributes, PartitionKeyValue: "P", SortKey: "SK"},
+		{Attributes: l.Attributes, PartitionKeyValue: "P", SortKey: "SK", Index: l.Index}, // GSI1 unsharded
 	} {
 		if err := ledgerdynamo.CreateTable(ctx, api, table, &ledgerdynamo.TableOptions{Layout: other}); !errors.Is(err, ledgerdynamo.ErrSchema) {
 			t.Errorf("CreateTable with layout %+v over the table = %v; want ErrSchema", other, err)

@@ -25,6 +25,9 @@ type API interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	// BatchGetItem fetches the records List finds in a sharded index
+	// (Layout.Shards), which holds keys only.
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // Config tunes a Store. The zero value (or nil) gives the defaults.
@@ -185,7 +188,8 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, mode claimMode) 
 		":exp": nv(seconds(p.ExpiresAt)), ":fp": sv(p.Fingerprint), ":tool": sv(p.Tool), ":run": sv(p.RunID),
 		":now_ms": nv(millis(now)), ":one": nv(1),
 	}
-	update := "SET #state = :pending, #owner = :owner, #lease_until = :lease, #expires_at = :exp, " +
+	update := "SET #state = :pending" + s.lay.shardSet(p.Key, ledger.StatePending, values) +
+		", #owner = :owner, #lease_until = :lease, #expires_at = :exp, " +
 		"#fingerprint = :fp, #tool = :tool, #run_id = :run, #updated_at = :now_ms, "
 	var cond string
 	switch mode {
@@ -280,6 +284,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 	}
 	set := "SET #state = :done, #lease_until = :now_ms, #updated_at = :now_ms, #truncated = :truncated"
 	values := item{":done": sv(string(ledger.StateDone)), ":truncated": &types.AttributeValueMemberBOOL{Value: c.Truncated}}
+	set += s.lay.shardSet(key, ledger.StateDone, values)
 	if c.Summary != "" {
 		set += ", #summary = :summary"
 		values[":summary"] = sv(c.Summary)
@@ -323,6 +328,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 		}
 	}
 	values[":state"] = sv(string(state))
+	set += s.lay.shardSet(key, state, values)
 	if f.Reason != "" {
 		set += ", #reason = :reason"
 		values[":reason"] = sv(f.Reason)
@@ -424,11 +430,15 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	return rec, nil
 }
 
-// List queries the state-lease_until index, one state at a time (all four
-// when the filter sets none, merged in cursor order), each from the
-// filter's cursor in ascending LeaseUntil; records of equal LeaseUntil are
-// ordered by key in the store. Index reads are eventually consistent: on
-// DynamoDB a write may take a moment to show.
+// List queries the index, one index partition key at a time (a state, or
+// with Layout.Shards each shard of a state; all four states when the
+// filter sets none), each from the filter's cursor in ascending
+// LeaseUntil, and merges them in cursor order; records of equal
+// LeaseUntil are ordered by key in the store. Index reads are eventually
+// consistent: on DynamoDB a write may take a moment to show. The sharded
+// index holds keys only: List fetches the records it lists with
+// consistent BatchGetItem reads and leaves out a record that has moved
+// since the index entry was written (another state or lease).
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -444,31 +454,50 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	if limit <= 0 {
 		limit = s.cfg.ListLimit
 	}
+	var parts []indexPart
+	for _, st := range states {
+		for _, key := range s.lay.indexKeys(st) {
+			parts = append(parts, indexPart{state: st, key: key})
+		}
+	}
 	fetch := func(ctx context.Context, reqs []listmerge.Request) ([]listmerge.Reply, error) {
 		replies := make([]listmerge.Reply, len(reqs))
 		g, ctx := errgroup.WithContext(ctx)
+		g.SetLimit(listQueries)
 		for i, r := range reqs {
 			g.Go(func() (err error) {
-				replies[i], err = s.listState(ctx, states[r.Source], f, r.After, r.N)
+				replies[i], err = s.listPart(ctx, parts[r.Source], f, r.After, r.N)
 				return err
 			})
 		}
 		return replies, g.Wait()
 	}
-	return listmerge.Merge(ctx, len(states), f.After, limit, fetch)
+	return listmerge.Merge(ctx, len(parts), f.After, limit, fetch)
 }
 
-// listState reads up to n records of one state after the cursor from the
-// index. The index orders records of equal LeaseUntil arbitrarily, so it
+// listQueries bounds the queries one List runs at once (a sharded index
+// has Shards partition keys per state).
+const listQueries = 16
+
+// indexPart is one partition key of the index: the records of state
+// under key (the state, or one of its shards).
+type indexPart struct {
+	state ledger.State
+	key   string
+}
+
+// listPart reads up to n records of one index partition key after the
+// cursor. The index orders records of equal LeaseUntil arbitrarily, so it
 // reads on past the n-th record while LeaseUntil stays the same, and sorts.
-func (s *Store) listState(ctx context.Context, state ledger.State, f ledger.Filter, after ledger.Cursor, n int) (listmerge.Reply, error) {
+func (s *Store) listPart(ctx context.Context, part indexPart, f ledger.Filter, after ledger.Cursor, n int) (listmerge.Reply, error) {
 	now := s.cfg.Clock.Now()
-	keyCond := "#state = :state"
+	state := part.state
+	keyCond := s.lay.indexPH() + " = :state"
 	filters, values := []string{}, item{}
 	if layoutFilter, v := s.lay.filter(); layoutFilter != "" {
 		filters, values = append(filters, layoutFilter), v
 	}
-	values[":state"] = sv(string(state))
+	values[":state"] = sv(part.key)
 	switch {
 	case !f.LeaseBefore.IsZero() && !after.IsZero():
 		keyCond += " AND #lease_until BETWEEN :after AND :last"
@@ -489,15 +518,19 @@ func (s *Store) listState(ctx context.Context, state ledger.State, f ledger.Filt
 	if !after.IsZero() {
 		values[":after"] = nv(millis(after.LeaseUntil))
 	}
-	if f.RunID != "" {
-		filters = append(filters, "#run_id = :run")
-		values[":run"] = sv(f.RunID)
-	}
-	// Only done and failed records expire (an uncertain one has no
-	// expires_at at all, so that TTL never deletes it).
-	if ledger.Expires(state) {
-		filters = append(filters, "#expires_at > :now_s")
-		values[":now_s"] = nv(seconds(now))
+	// The unsharded index holds whole records, which the query filters;
+	// the sharded one holds keys only, and fetchRecords checks the records.
+	if s.lay.shards == 0 {
+		if f.RunID != "" {
+			filters = append(filters, "#run_id = :run")
+			values[":run"] = sv(f.RunID)
+		}
+		// Only done and failed records expire (an uncertain one has no
+		// expires_at at all, so that TTL never deletes it).
+		if ledger.Expires(state) {
+			filters = append(filters, "#expires_at > :now_s")
+			values[":now_s"] = nv(seconds(now))
+		}
 	}
 	filter := strings.Join(filters, " AND ")
 	var (
@@ -524,19 +557,19 @@ func (s *Store) listState(ctx context.Context, state ledger.State, f ledger.Filt
 		if err != nil {
 			return listmerge.Reply{}, err
 		}
-		for _, it := range out.Items {
-			rec, err := s.lay.decode(it)
-			if err != nil {
-				return listmerge.Reply{}, unavailable("list", err)
-			}
-			if !after.Before(rec) {
+		page, err := s.records(ctx, out.Items, state, f, now)
+		if err != nil {
+			return listmerge.Reply{}, err
+		}
+		for _, rec := range page {
+			if !after.Before(&rec) {
 				continue // a tie of the cursor's LeaseUntil, up to its key
 			}
 			if len(recs) >= n && !rec.LeaseUntil.Equal(recs[n-1].LeaseUntil) {
 				cut = true
 				break
 			}
-			recs = append(recs, *rec)
+			recs = append(recs, rec)
 		}
 		start = out.LastEvaluatedKey
 		if len(start) == 0 {
@@ -549,6 +582,25 @@ func (s *Store) listState(ctx context.Context, state ledger.State, f ledger.Filt
 		rep.Next = ledger.CursorOf(&rep.Records[len(rep.Records)-1])
 	}
 	return rep, nil
+}
+
+// records returns the records of a page of index entries, in the page's
+// order: the entries themselves on the unsharded index, which holds
+// whole records; on the sharded one, which holds keys only, the records
+// fetched (fetchRecords).
+func (s *Store) records(ctx context.Context, entries []item, state ledger.State, f ledger.Filter, now time.Time) ([]ledger.Record, error) {
+	if s.lay.shards > 0 {
+		return s.fetchRecords(ctx, entries, state, f, now)
+	}
+	recs := make([]ledger.Record, 0, len(entries))
+	for _, it := range entries {
+		rec, err := s.lay.decode(it)
+		if err != nil {
+			return nil, unavailable("list", err)
+		}
+		recs = append(recs, *rec)
+	}
+	return recs, nil
 }
 
 // optional returns nil for an empty expression, which DynamoDB refuses.

@@ -42,15 +42,34 @@ type TableOptions struct {
 var ErrSchema = errors.New("ledgerdynamo: table exists with another schema")
 
 // CreateTable creates the ledger table (on-demand capacity) with its
-// state-lease_until index, waits until both are ACTIVE, and enables TTL on
-// expires_at; with opts.Layout, the key, index and TTL attribute are the
-// layout's. It is idempotent: an existing table with the right key and
-// index is accepted (ErrSchema otherwise), and TTL already enabled on
-// the expiry attribute is left alone. An invalid layout is an error
-// matching ErrLayout, before any request. A server without the TTL API (dynalite answers
-// UnknownOperationException) is tolerated: expired records are then never
-// deleted, but they still read as absent.
+// index (state-lease_until; with opts.Layout.Shards the sharded one),
+// waits until both are ACTIVE, and enables TTL on expires_at; with
+// opts.Layout, the key, index and TTL attribute are the layout's. It is
+// idempotent: an existing table with the right key and index is accepted
+// (ErrSchema otherwise), and TTL already enabled on the expiry attribute
+// is left alone. It never changes an existing table's key or indexes:
+// InitTable adds the sharded index to a table made without it. An
+// invalid layout is an error matching ErrLayout, before any request. A
+// server without the TTL API (dynalite answers UnknownOperationException)
+// is tolerated: expired records are then never deleted, but they still
+// read as absent.
 func CreateTable(ctx context.Context, api TableAPI, table string, opts *TableOptions) error {
+	o, l, err := opts.resolve()
+	if err != nil {
+		return err
+	}
+	if _, err := l.create(ctx, api, table); err != nil {
+		return err
+	}
+	if err := l.waitActive(ctx, api, table, o); err != nil {
+		return err
+	}
+	_, err = enableTTL(ctx, api, table, l.attr[phExpiresAt])
+	return err
+}
+
+// resolve applies the defaults of the options and resolves the layout.
+func (opts *TableOptions) resolve() (TableOptions, layout, error) {
 	o := TableOptions{}
 	if opts != nil {
 		o = *opts
@@ -62,18 +81,20 @@ func CreateTable(ctx context.Context, api TableAPI, table string, opts *TableOpt
 		o.PollInterval = 200 * time.Millisecond
 	}
 	l, err := o.Layout.resolve()
-	if err != nil {
-		return err
-	}
-	_, err = api.CreateTable(ctx, l.createTableInput(table))
+	return o, l, err
+}
+
+// create creates the table unless it exists, and reports whether it did.
+func (l layout) create(ctx context.Context, api TableAPI, table string) (bool, error) {
+	_, err := api.CreateTable(ctx, l.createTableInput(table))
 	var inUse *types.ResourceInUseException
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("ledgerdynamo: create table %s: %w", table, err)
+	switch {
+	case errors.As(err, &inUse):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("ledgerdynamo: create table %s: %w", table, err)
 	}
-	if err := l.waitActive(ctx, api, table, o); err != nil {
-		return err
-	}
-	return enableTTL(ctx, api, table, l.attr[phExpiresAt])
+	return true, nil
 }
 
 // tableKey is the table's key schema: the partition key, and the sort
@@ -87,32 +108,56 @@ func (l layout) tableKey() (hash, rng string) {
 
 func (l layout) createTableInput(table string) *dynamodb.CreateTableInput {
 	hash, rng := l.tableKey()
-	defs := []types.AttributeDefinition{
-		{AttributeName: aws.String(hash), AttributeType: types.ScalarAttributeTypeS},
-		{AttributeName: aws.String(l.attr[phState]), AttributeType: types.ScalarAttributeTypeS},
-		{AttributeName: aws.String(l.attr[phLeaseUntil]), AttributeType: types.ScalarAttributeTypeN},
-	}
+	defs := append([]types.AttributeDefinition{{AttributeName: aws.String(hash), AttributeType: types.ScalarAttributeTypeS}},
+		l.indexAttributes()...)
 	key := []types.KeySchemaElement{{AttributeName: aws.String(hash), KeyType: types.KeyTypeHash}}
 	if rng != "" {
 		defs = append(defs, types.AttributeDefinition{AttributeName: aws.String(rng), AttributeType: types.ScalarAttributeTypeS})
 		key = append(key, types.KeySchemaElement{AttributeName: aws.String(rng), KeyType: types.KeyTypeRange})
 	}
 	return &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		BillingMode:          types.BillingModePayPerRequest,
-		AttributeDefinitions: defs,
-		KeySchema:            key,
-		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
-			IndexName: aws.String(l.index),
-			KeySchema: []types.KeySchemaElement{
-				{AttributeName: aws.String(l.attr[phState]), KeyType: types.KeyTypeHash},
-				{AttributeName: aws.String(l.attr[phLeaseUntil]), KeyType: types.KeyTypeRange},
-			},
-			// ALL: List returns whole records, result included (the
-			// ledger contract); an INCLUDE list would name every attribute
-			// anyway and silently miss any added later.
-			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
-		}},
+		TableName:              aws.String(table),
+		BillingMode:            types.BillingModePayPerRequest,
+		AttributeDefinitions:   defs,
+		KeySchema:              key,
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{l.globalIndex()},
+	}
+}
+
+// indexAttributes defines the attributes of the index's key.
+func (l layout) indexAttributes() []types.AttributeDefinition {
+	return []types.AttributeDefinition{
+		{AttributeName: aws.String(l.attr[l.indexPH()]), AttributeType: types.ScalarAttributeTypeS},
+		{AttributeName: aws.String(l.attr[phLeaseUntil]), AttributeType: types.ScalarAttributeTypeN},
+	}
+}
+
+// globalIndex is the index List queries: on (state, lease_until)
+// projecting ALL attributes, or with shards on (state_shard, lease_until)
+// projecting the keys only.
+//
+// The unsharded index projects ALL: List returns whole records from it,
+// result included (the ledger contract). The sharded one projects the
+// keys only, and List fetches the records it finds (BatchGetItem): with
+// ALL, a completion would write its whole record, result included (up to
+// ledger.MaxResultBytes), to one index partition key of the done state,
+// a write unit per KB, so that no number of shards would bound a key's
+// write rate; with KEYS_ONLY every index write is one unit. Listing is
+// rare (the sweeper, the CLI); the writes are every action's. An INCLUDE
+// projection without the result would still copy summaries and reasons
+// (up to 4 KB each), and List would still have to fetch done records.
+func (l layout) globalIndex() types.GlobalSecondaryIndex {
+	proj := types.ProjectionTypeAll
+	if l.shards > 0 {
+		proj = types.ProjectionTypeKeysOnly
+	}
+	return types.GlobalSecondaryIndex{
+		IndexName: aws.String(l.index),
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(l.attr[l.indexPH()]), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(l.attr[phLeaseUntil]), KeyType: types.KeyTypeRange},
+		},
+		Projection: &types.Projection{ProjectionType: proj},
 	}
 }
 
@@ -156,49 +201,62 @@ func (l layout) checkSchema(d *types.TableDescription) error {
 	if d == nil {
 		return errors.New("no description")
 	}
-	keyed := func(ks []types.KeySchemaElement, hash, rng string) bool {
-		want := []string{hash, string(types.KeyTypeHash)}
-		if rng != "" {
-			want = append(want, rng, string(types.KeyTypeRange))
-		}
-		var got []string
-		for _, k := range ks {
-			got = append(got, aws.ToString(k.AttributeName), string(k.KeyType))
-		}
-		return slices.Equal(got, want)
-	}
 	switch hash, rng := l.tableKey(); {
 	case !keyed(d.KeySchema, hash, rng) && rng == "":
 		return fmt.Errorf("the key must be %s (hash) alone", hash)
 	case !keyed(d.KeySchema, hash, rng):
 		return fmt.Errorf("the key must be %s (hash) and %s (range)", hash, rng)
 	}
-	state, lease := l.attr[phState], l.attr[phLeaseUntil]
+	part, lease := l.attr[l.indexPH()], l.attr[phLeaseUntil]
 	for _, g := range d.GlobalSecondaryIndexes {
 		if aws.ToString(g.IndexName) == l.index {
-			if !keyed(g.KeySchema, state, lease) {
-				return fmt.Errorf("index %s must be keyed on (%s, %s)", l.index, state, lease)
+			if !keyed(g.KeySchema, part, lease) {
+				return fmt.Errorf("index %s must be keyed on (%s, %s)", l.index, part, lease)
 			}
 			return nil
 		}
 	}
+	if l.shards > 0 {
+		return fmt.Errorf("index %s is missing (InitTable, or idem ledger init, adds it)", l.index)
+	}
 	return fmt.Errorf("index %s is missing", l.index)
 }
 
-// enableTTL turns TTL on for the attribute expiry unless it already is.
-func enableTTL(ctx context.Context, api TableAPI, table, expiry string) error {
+// keyed reports whether the key schema ks is hash, and rng when set.
+func keyed(ks []types.KeySchemaElement, hash, rng string) bool {
+	want := []string{hash, string(types.KeyTypeHash)}
+	if rng != "" {
+		want = append(want, rng, string(types.KeyTypeRange))
+	}
+	var got []string
+	for _, k := range ks {
+		got = append(got, aws.ToString(k.AttributeName), string(k.KeyType))
+	}
+	return slices.Equal(got, want)
+}
+
+// What enableTTL found or did.
+const (
+	ttlEnabled     = "enabled"
+	ttlWasEnabled  = "already enabled"
+	ttlUnsupported = "not supported by the server"
+)
+
+// enableTTL turns TTL on for the attribute expiry unless it already is,
+// and says which (ttlEnabled, ttlWasEnabled, ttlUnsupported).
+func enableTTL(ctx context.Context, api TableAPI, table, expiry string) (string, error) {
 	desc, err := api.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
 	if err != nil && !unsupported(err) {
-		return fmt.Errorf("ledgerdynamo: describe TTL of %s: %w", table, err)
+		return "", fmt.Errorf("ledgerdynamo: describe TTL of %s: %w", table, err)
 	}
 	if err == nil && desc.TimeToLiveDescription != nil {
 		ttl := desc.TimeToLiveDescription
 		switch ttl.TimeToLiveStatus {
 		case types.TimeToLiveStatusEnabled, types.TimeToLiveStatusEnabling:
 			if attr := aws.ToString(ttl.AttributeName); attr != expiry {
-				return fmt.Errorf("%w: %s: TTL is on attribute %q, not %s", ErrSchema, table, attr, expiry)
+				return "", fmt.Errorf("%w: %s: TTL is on attribute %q, not %s", ErrSchema, table, attr, expiry)
 			}
-			return nil
+			return ttlWasEnabled, nil
 		}
 	}
 	_, err = api.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
@@ -208,10 +266,13 @@ func enableTTL(ctx context.Context, api TableAPI, table, expiry string) error {
 			Enabled:       aws.Bool(true),
 		},
 	})
-	if err != nil && !unsupported(err) {
-		return fmt.Errorf("ledgerdynamo: enable TTL on %s: %w", table, err)
+	switch {
+	case err != nil && unsupported(err):
+		return ttlUnsupported, nil
+	case err != nil:
+		return "", fmt.Errorf("ledgerdynamo: enable TTL on %s: %w", table, err)
 	}
-	return nil
+	return ttlEnabled, nil
 }
 
 // unsupported reports whether the server does not implement the operation

@@ -29,7 +29,7 @@ func ExampleOpen() {
 		panic(err)
 	}
 	defer l.Close()
-	if err := l.Init(ctx); err != nil { // creates a DynamoDB table; a no-op for SQLite
+	if _, err := l.Init(ctx); err != nil { // creates a DynamoDB table; a no-op for SQLite
 		panic(err)
 	}
 	exec := client.New(l, nil)

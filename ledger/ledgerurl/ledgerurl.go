@@ -5,7 +5,9 @@
 //	sqlite:///var/lib/idem/idem.db     an absolute path
 //	dynamodb://TABLE?region=eu-west-1  a DynamoDB table; credentials from the
 //	                                   standard AWS chain; &endpoint=URL for a
-//	                                   local or compatible server
+//	                                   local or compatible server; &shards=N
+//	                                   for the write-sharded index
+//	                                   (ledgerdynamo.Layout.Shards)
 //	postgres://user@host:5432/db       a PostgreSQL table (?schema=&table=),
 //	                                   migrated on open (ledgerpg)
 //	redis://host:6379/0?prefix=idem    Redis or Valkey (?wait=N replicas;
@@ -32,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -86,7 +89,7 @@ type Ledger struct {
 	URL string
 
 	close func() error
-	init  func(ctx context.Context) error
+	init  func(ctx context.Context) (string, error)
 }
 
 // Close releases the store's connections.
@@ -97,12 +100,15 @@ func (l *Ledger) Close() error {
 	return l.close()
 }
 
-// Init prepares the backend for use: a DynamoDB table is created (with
-// its index and TTL) unless it exists; a SQLite file already has its
-// schema once opened.
-func (l *Ledger) Init(ctx context.Context) error {
+// Init prepares the backend for use and says what it did, a line per
+// step ("" when there is nothing to say): a DynamoDB table is created
+// (with its index and TTL) unless it exists, and with shards=N an
+// existing table gets the sharded index and its records are filed under
+// it (ledgerdynamo.InitTable); a SQLite file already has its schema once
+// opened.
+func (l *Ledger) Init(ctx context.Context) (string, error) {
 	if l.init == nil {
-		return nil
+		return "", nil
 	}
 	return l.init(ctx)
 }
@@ -266,9 +272,20 @@ func openDynamo(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 	}
 	q := u.Query()
 	for k := range q {
-		if k != "region" && k != "endpoint" {
-			return nil, fmt.Errorf("%w: unknown parameter %q (region, endpoint)", ErrConfig, k)
+		if k != "region" && k != "endpoint" && k != "shards" {
+			return nil, fmt.Errorf("%w: unknown parameter %q (region, endpoint, shards)", ErrConfig, k)
 		}
+	}
+	var layout ledgerdynamo.Layout
+	if v := q.Get("shards"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: shards=%q is not a number", ErrConfig, v)
+		}
+		layout.Shards = n
+	}
+	if err := layout.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	// The SDK's own log lines (credential fallbacks) would interleave
 	// with the program's output; failures come back as errors.
@@ -292,11 +309,15 @@ func openDynamo(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 		ddbOpts = append(ddbOpts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
 	}
 	client := dynamodb.NewFromConfig(awsCfg, ddbOpts...)
-	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: cfg.Clock})
+	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: cfg.Clock, Layout: layout})
 	return &Ledger{
 		Store: s,
-		init: func(ctx context.Context) error {
-			return ledgerdynamo.CreateTable(ctx, client, table, nil)
+		init: func(ctx context.Context) (string, error) {
+			rep, err := ledgerdynamo.InitTable(ctx, client, table, &ledgerdynamo.TableOptions{Layout: layout})
+			if err != nil {
+				return "", err
+			}
+			return rep.String(), nil
 		},
 	}, nil
 }

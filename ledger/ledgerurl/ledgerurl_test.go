@@ -98,7 +98,7 @@ func TestSQLite(t *testing.T) {
 	if l.URL != "sqlite://"+path {
 		t.Errorf("URL %q", l.URL)
 	}
-	if err := l.Init(ctx); err != nil {
+	if _, err := l.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
 	roundTrip(t, l)
@@ -142,6 +142,8 @@ func TestConfigErrors(t *testing.T) {
 		{"dynamodb://t/extra?region=x", "dynamodb://TABLE"},
 		{"dynamodb://t?region=us-east-1&endpoint=ftp://h", "not an http(s) URL"},
 		{"dynamodb://t?region=us-east-1&consistent=1", "unknown parameter"},
+		{"dynamodb://t?region=us-east-1&shards=many", `shards="many" is not a number`},
+		{"dynamodb://t?region=us-east-1&shards=-1", "Shards -1: want 0 (unsharded) to 1000"},
 		{"dynamodb://user:hunter2@t?region=%zz", "not a URL"},
 	} {
 		t.Run(tc.raw, func(t *testing.T) {
@@ -174,23 +176,34 @@ func TestDynamoDBNeedsRegion(t *testing.T) {
 	}
 }
 
+// A DynamoDB URL, with the unsharded index and with shards=N: Init
+// creates the table and says so, and the store works.
 func TestDynamoDB(t *testing.T) {
 	endpoint := dynalitetest.Endpoint(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "local")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
-	_, table := dynalitetest.ForExamples()
-	ctx := context.Background()
-	l, err := ledgerurl.Open(ctx, "dynamodb://"+table+"?region=us-east-1&endpoint="+endpoint, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	roundTrip(t, l)
-	if _, ok := l.Store.(ledger.Purger); ok {
-		t.Error("the DynamoDB store claims to purge; its TTL does")
+	for _, tc := range []struct{ query, index string }{
+		{"", "index state-lease_until (unsharded, projecting all attributes)"},
+		{"&shards=8", "index state_shard-lease_until (8 shards, projecting the keys)"},
+	} {
+		_, table := dynalitetest.ForExamples()
+		ctx := context.Background()
+		l, err := ledgerurl.Open(ctx, "dynamodb://"+table+"?region=us-east-1&endpoint="+endpoint+tc.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		did, err := l.Init(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "table " + table + ": created, with " + tc.index; !strings.HasPrefix(did, want) {
+			t.Errorf("Init said %q, want %q first", did, want)
+		}
+		roundTrip(t, l)
+		if _, ok := l.Store.(ledger.Purger); ok {
+			t.Error("the DynamoDB store claims to purge; its TTL does")
+		}
 	}
 }
 

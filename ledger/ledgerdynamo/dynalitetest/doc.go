@@ -20,6 +20,10 @@
 // name from ForExamples. Start gives a server whose life the caller
 // manages instead.
 //
+// dynalite cannot add an index to an existing table; IndexProxy puts a
+// proxy in front of the server that does, by copying the table, for
+// tests of a migration (ledgerdynamo.InitTable).
+//
 // # Starting dynalite
 //
 // The repository root is found by walking up from the working directory
