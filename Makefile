@@ -2,6 +2,7 @@
 #
 #   make demo    a seeded agent workload under faults: a plain retrying
 #                client vs idemkit (DEMO_FLAGS, e.g. --runs 500 --seed 7)
+#   make readme-demo  the README's demo table from a run of the current code
 #   make test    go vet, then every test under the race detector (what CI runs)
 #   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
 #   make bench-peers  idemkit and Powertools (TypeScript) on one dynalite, into BENCHMARKS.md
@@ -12,11 +13,16 @@ GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: demo test vet bench bench-peers chaos clean lambda-build
+.PHONY: demo readme-demo test vet bench bench-peers chaos clean lambda-build
 
 DEMO_FLAGS ?=
 demo:
 	$(GO) run ./cmd/idem demo $(DEMO_FLAGS)
+
+# The README's demo table, from a run of the default demo (checked by
+# TestREADMEDemoTable).
+readme-demo:
+	$(GO) test -count=1 -run '^TestREADMEDemoTable$$' ./cmd/idem/ -update-readme -v
 
 # The DynamoDB tests install and start their own dynalite (tools/dynalite,
 # npm ci from the committed lockfile) through ledgerdynamo/dynalitetest.
