@@ -140,6 +140,53 @@ func toJSON(r *ledger.Record) recordJSON {
 	return j
 }
 
+// prefixScan bounds the records read to find the key a prefix names.
+const prefixScan = 100_000
+
+// findKey returns the key of the one record whose key is arg or starts
+// with it, as git finds a commit from an abbreviated hash: a key printed
+// by 'idem ledger ls' (shortKey) names its record. A prefix of several
+// keys is refused, naming them.
+func findKey(ctx context.Context, s ledger.Store, arg string) (string, error) {
+	if arg == "" {
+		return "", usageErr("give a key, or the start of one as 'idem ledger ls' prints it", "empty key")
+	}
+	switch _, err := s.Get(ctx, arg); {
+	case err == nil:
+		return arg, nil
+	case !errors.Is(err, ledger.ErrNotFound):
+		return "", ledgerErr(err)
+	}
+	recs, err := s.List(ctx, ledger.Filter{Limit: prefixScan})
+	if err != nil {
+		return "", ledgerErr(err)
+	}
+	var matches []string
+	for _, r := range recs {
+		if strings.HasPrefix(r.Key, arg) {
+			matches = append(matches, r.Key)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		err := fmt.Errorf("%w: no record has key %s or a key starting with it", ledger.ErrNotFound, arg)
+		if len(recs) == prefixScan {
+			err = fmt.Errorf("%w (of the first %d records read)", err, prefixScan)
+		}
+		return "", ledgerErr(err)
+	case 1:
+		return matches[0], nil
+	}
+	slices.Sort(matches)
+	shown := matches[:min(len(matches), 5)]
+	more := ""
+	if len(matches) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(matches)-len(shown))
+	}
+	return "", usageErr("give more of the key", "key prefix %s is ambiguous: it starts %d keys: %s%s",
+		arg, len(matches), strings.Join(shown, ", "), more)
+}
+
 // shortKey abbreviates an action key for tables.
 func shortKey(k string) string {
 	if len(k) <= 16 {
@@ -299,7 +346,11 @@ func newLedgerShowCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			r, err := l.Get(ctx, args[0])
+			key, err := findKey(ctx, l, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := l.Get(ctx, key)
 			if err != nil {
 				return ledgerErr(err)
 			}
@@ -436,7 +487,11 @@ refused. The record keeps who resolved it (--by).`,
 			return usageErr("say what happened with --summary, e.g. --summary 'refund re_123 of 10.00 EUR'", "--done needs --summary")
 		}
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			r, err := ledger.Resolve(ctx, l, args[0], ledger.Resolution{Done: done, Ref: ref, Summary: summary, Reason: reason, By: by}, time.Now())
+			key, err := findKey(ctx, l, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := ledger.Resolve(ctx, l, key, ledger.Resolution{Done: done, Ref: ref, Summary: summary, Reason: reason, By: by}, time.Now())
 			if err != nil {
 				return ledgerErr(err)
 			}
