@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
 )
 
@@ -26,8 +27,11 @@ func ledgerFlag(cmd *cobra.Command) *string {
 	if def == "" {
 		def = ledgerurl.Default
 	}
-	return cmd.Flags().String("ledger", def, "ledger URL: sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://... or redis://... (env "+EnvLedger+")")
+	return cmd.Flags().String("ledger", def, "ledger URL: "+urlForms+" (env "+EnvLedger+")")
 }
+
+// urlForms are the forms of a ledger URL.
+const urlForms = "sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://user@host/db[?schema=S&table=T] or redis://host:6379/0[?prefix=P&wait=N]"
 
 // openLedger opens the ledger at raw; create lets a SQLite file be made.
 func openLedger(ctx context.Context, raw string, create bool) (*ledgerurl.Ledger, error) {
@@ -41,8 +45,10 @@ func openLedger(ctx context.Context, raw string, create bool) (*ledgerurl.Ledger
 // ledgerErr classifies an error of a ledger operation.
 func ledgerErr(err error) error {
 	switch {
+	case errors.As(err, new(*ledgerpg.TableError)):
+		return &cliError{code: exitUsage, err: err, hint: "check ?schema= and ?table=; 'idem ledger init --ledger URL' creates the table"}
 	case errors.Is(err, ledgerurl.ErrConfig):
-		return &cliError{code: exitUsage, err: err, hint: "a ledger URL is sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://user@host/db or redis://host:6379/0"}
+		return &cliError{code: exitUsage, err: err, hint: "a ledger URL is " + urlForms}
 	case errors.Is(err, ledger.ErrInvalid):
 		return &cliError{code: exitUsage, err: err, hint: "check the arguments"}
 	case errors.Is(err, ledger.ErrNotFound):

@@ -13,6 +13,8 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
@@ -265,6 +267,58 @@ func TestLedgerURLErrors(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(notDB); !strings.HasPrefix(string(b), "these are") {
 		t.Error("a failed open changed the file")
+	}
+}
+
+// pgURL is the URL of the tests' PostgreSQL server with params added.
+func pgURL(t *testing.T, params string) string {
+	u := pgtest.URL(t)
+	if strings.Contains(u, "?") {
+		return u + "&" + params
+	}
+	return u + "?" + params
+}
+
+// TestLedgerPostgres: only init creates the table; every other command
+// refuses a ledger that does not exist, creating nothing; then the
+// operations on a seeded table; a mistyped URL parameter is a
+// configuration error.
+func TestLedgerPostgres(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	url := pgURL(t, "schema="+schema+"&table=ledger")
+	for _, args := range [][]string{{"ls"}, {"stuck"}, {"show", "k"}, {"purge"}, {"resolve", "k", "--failed", "--reason", "x"}} {
+		idem(t, nil, append(append([]string{"ledger"}, args...), "--ledger", url)...).
+			wantError(t, exitUsage, "does not exist (idem ledger init creates it)", schema)
+	}
+	// Nor a schema: a typo in ?schema= is refused the same way.
+	idem(t, nil, "ledger", "ls", "--ledger", pgURL(t, "schema="+schema+"_typo")).wantError(t, exitUsage, "does not exist")
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_tables WHERE schemaname LIKE $1", schema+"%").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d tables after read-only commands (%v), want none", n, err)
+	}
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema+"_typo").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the mistyped schema was created (%d, %v)", n, err)
+	}
+
+	if r := idem(t, nil, "ledger", "init", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "ready") {
+		t.Errorf("init: %q", r.stdout)
+	}
+	idem(t, nil, "ledger", "init", "--ledger", url).wantOK(t) // idempotent
+	clock := ledgertest.NewClock(time.Now())
+	s, err := ledgerpg.New(pool, &ledgerpg.Config{Schema: schema, Table: "ledger", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, s, clock)
+	testLedgerOps(t, url, nil)
+
+	// A mistyped parameter: exit 2, the server's reason once.
+	r := idem(t, nil, "ledger", "ls", "--ledger", pgURL(t, "tabel=ledger"))
+	r.wantError(t, exitUsage, `unrecognized configuration parameter "tabel"`)
+	if strings.Count(r.stderr, "SQLSTATE") != 1 || strings.Contains(r.stderr, "reachable") {
+		t.Errorf("the driver's text repeated, or called unreachable: %q", r.stderr)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 )
 
 // bin is the idem binary the tests drive, built once by TestMain.
@@ -42,7 +43,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
 	}
-	return dynalitetest.Main(m)
+	return pgtest.Main(func() int { return dynalitetest.Main(m) })
 }
 
 // result is what one run of the binary did.
