@@ -84,6 +84,7 @@ func newLedgerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger",
 		Short: "Inspect and settle the records of a ledger",
+		RunE:  groupRunE,
 	}
 	cmd.AddCommand(newLedgerInitCmd(), newLedgerLsCmd(), newLedgerShowCmd(), newLedgerStuckCmd(), newLedgerPurgeCmd(), newLedgerResolveCmd())
 	return cmd

@@ -137,6 +137,23 @@ Exit status: 0 success, 1 operational failure, 2 usage or configuration error.`,
 	return root
 }
 
+// groupRunE runs a command that only groups subcommands: its help
+// without arguments, and an unknown subcommand is a usage error, as at
+// the root (cobra itself would print the help and succeed).
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only by its own lookup
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += " Did you mean this? " + strings.Join(s, ", ")
+	}
+	return usageErr("see '"+cmd.CommandPath()+" --help'", "%s", msg)
+}
+
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

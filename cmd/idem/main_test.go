@@ -149,6 +149,9 @@ func TestUsageErrors(t *testing.T) {
 		parts []string
 	}{
 		{[]string{"frobnicate"}, []string{"unknown command"}},
+		{[]string{"ledgr"}, []string{`unknown command "ledgr" for "idem"`, "ledger"}},
+		{[]string{"ledger", "lss"}, []string{`unknown command "lss" for "idem ledger"`, "Did you mean this? ls"}},
+		{[]string{"ledger", "frobnicate"}, []string{`unknown command "frobnicate" for "idem ledger"`}},
 		{[]string{"ledger", "ls", "--no-such-flag"}, []string{"unknown flag"}},
 		{[]string{"ledger", "show"}, []string{"accepts 1 arg"}},
 		{[]string{"ledger", "ls", "--state", "sleeping"}, []string{"unknown state"}},
@@ -161,5 +164,9 @@ func TestUsageErrors(t *testing.T) {
 			t.Parallel()
 			idem(t, nil, tc.args...).wantError(t, exitUsage, tc.parts...)
 		})
+	}
+	// A group without a subcommand prints its help.
+	if r := idem(t, nil, "ledger").wantOK(t); !strings.Contains(r.stdout, "Available Commands") {
+		t.Errorf("idem ledger: %q", r.stdout)
 	}
 }
