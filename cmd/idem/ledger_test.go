@@ -322,6 +322,19 @@ func TestLedgerPostgres(t *testing.T) {
 	}
 }
 
+// TestLedgerRedisUnreachable: the one-line error, and no line of
+// go-redis's own logger before it.
+func TestLedgerRedisUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	idem(t, nil, "ledger", "ls", "--ledger", "redis://"+addr+"/0").wantError(t, exitOperational, "unavailable", "connection refused")
+}
+
 // awsEnv gives the AWS SDK static credentials, as a local server needs.
 var awsEnv = []string{"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local"}
 

@@ -25,6 +25,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/idemkit/idemkit"
@@ -43,6 +45,10 @@ func main() {
 
 // run executes the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	// Libraries' own loggers would print before the one-line error that
+	// reports what they saw (go-redis logs every failed dial; the AWS SDK
+	// is silenced where its configuration is loaded, in ledgerurl).
+	redis.SetLogger(&logging.VoidLogger{})
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
