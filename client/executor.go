@@ -345,7 +345,8 @@ func invalidResult(t *Tool, err error) Result {
 	r := Result{Outcome: InvalidInput, IsError: true, Err: err}
 	var ie *InputError
 	if errors.As(err, &ie) && ie.Field != "" && (errors.Is(err, ErrMissingField) || errors.Is(err, ErrFieldType)) {
-		r.Text = fmt.Sprintf("%s needs %s to run safely (%s). Nothing was done.", t.Name, ie.Field, ie.Msg)
+		// The field quoted: "send_email needs "to" to run safely".
+		r.Text = fmt.Sprintf("%s needs %q to run safely (%s). Nothing was done.", t.Name, ie.Field, ie.Msg)
 	} else if ie != nil {
 		r.Text = fmt.Sprintf("%s: %s. Nothing was done.", t.Name, ie.Msg)
 	} else {

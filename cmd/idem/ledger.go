@@ -93,8 +93,12 @@ func newLedgerCmd() *cobra.Command {
 func newLedgerInitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Create the ledger (SQLite file and schema, or DynamoDB table with its index and TTL)",
-		Args:  cobra.NoArgs,
+		Short: "Create the ledger: SQLite file, PostgreSQL schema and table, or DynamoDB table (Redis needs none)",
+		Long: `Create the ledger the URL names, or bring it to this version: the SQLite
+file and its schema, the PostgreSQL schema and table (migrated), or the
+DynamoDB table with its index and TTL. Redis needs nothing. It is
+idempotent. Every other command refuses a ledger that does not exist.`,
+		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -416,11 +420,12 @@ func newLedgerPurgeCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "purge",
-		Short: "Delete expired records (SQLite; DynamoDB deletes them through its TTL)",
+		Short: "Delete expired records (SQLite, PostgreSQL; DynamoDB and Redis expire them themselves)",
 		Long: `Delete the records whose retention ended more than --before ago (0: every
 expired record). Expired records already read as absent; purging reclaims
-their space. Run it on a schedule next to a SQLite ledger (cron, a systemd
-timer). DynamoDB deletes expired records itself through its TTL.`,
+their space. Run it on a schedule next to a SQLite or PostgreSQL ledger
+(cron, a systemd timer, or idem reconcile --purge). DynamoDB deletes
+expired records itself through its TTL, Redis through its keys' expiry.`,
 		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)
@@ -436,7 +441,7 @@ timer). DynamoDB deletes expired records itself through its TTL.`,
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), map[string]any{"purged": 0, "ttl": true})
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "ledger %s deletes expired records through its TTL; nothing to purge\n", l.URL)
+				fmt.Fprintf(cmd.OutOrStdout(), "ledger %s deletes expired records itself (TTL); nothing to purge\n", l.URL)
 				return nil
 			}
 			n, err := p.Purge(ctx, time.Now().Add(-before))
@@ -461,7 +466,7 @@ func newLedgerResolveCmd() *cobra.Command {
 		asJSON               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "resolve KEY (--done [--ref REF --summary TEXT] | --failed --reason TEXT)",
+		Use:   "resolve KEY (--done --summary TEXT [--ref REF] | --failed --reason TEXT)",
 		Short: "Settle an uncertain record by hand, after checking the provider",
 		Long: `Settle an uncertain record, or a pending one whose lease ran out, after
 checking the provider by hand: --done when the effect exists (a repeat of
@@ -476,8 +481,8 @@ refused. The record keeps who resolved it (--by).`,
 	f.BoolVar(&done, "done", false, "the effect exists")
 	f.BoolVar(&failed, "failed", false, "the effect definitely does not exist")
 	f.StringVar(&ref, "ref", "", "the provider's object reference (--done)")
-	f.StringVar(&summary, "summary", "", "what a repeat of the action is told (--done)")
-	f.StringVar(&reason, "reason", "", "why it failed (--failed)")
+	f.StringVar(&summary, "summary", "", "what a repeat of the action is told (required with --done)")
+	f.StringVar(&reason, "reason", "", "why it failed (required with --failed)")
 	f.StringVar(&by, "by", currentUser(), "who resolves it")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -128,6 +128,7 @@ Exit status: 0 success, 1 operational failure, 2 usage or configuration error.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetVersionTemplate(versionLine + "\n") // idem --version prints what idem version does
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("see '"+c.CommandPath()+" --help'", "%v", err)
 	})
@@ -160,6 +161,9 @@ func groupRunE(cmd *cobra.Command, args []string) error {
 	return usageErr("see '"+cmd.CommandPath()+" --help'", "%s", msg)
 }
 
+// versionLine is what idem version and idem --version print.
+var versionLine = "idem " + idemkit.Version
+
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -170,7 +174,7 @@ func newVersionCmd() *cobra.Command {
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{"version": idemkit.Version, "user_agent": idemkit.UserAgent})
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "idem "+idemkit.Version)
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine)
 			return nil
 		},
 	}

@@ -133,8 +133,11 @@ func lines(s string) []string {
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	r := idem(t, nil, "version").wantOK(t)
-	if r.stdout != "idem 0.2.0\n" && !strings.HasPrefix(r.stdout, "idem ") {
+	if r.stdout != versionLine+"\n" || !strings.HasPrefix(r.stdout, "idem ") {
 		t.Errorf("version printed %q", r.stdout)
+	}
+	if flag := idem(t, nil, "--version").wantOK(t); flag.stdout != r.stdout {
+		t.Errorf("idem --version printed %q, idem version %q", flag.stdout, r.stdout)
 	}
 	v := decodeJSON[map[string]string](t, idem(t, nil, "version", "--json").wantOK(t).stdout)
 	if v["version"] == "" || v["user_agent"] != "idemkit/"+v["version"] {
@@ -169,4 +172,29 @@ func TestUsageErrors(t *testing.T) {
 	if r := idem(t, nil, "ledger").wantOK(t); !strings.Contains(r.stdout, "Available Commands") {
 		t.Errorf("idem ledger: %q", r.stdout)
 	}
+}
+
+// TestHelpTexts: the help says what the commands require and which
+// ledgers they act on.
+func TestHelpTexts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args  []string
+		parts []string
+	}{
+		{[]string{"ledger", "resolve", "--help"}, []string{"--done --summary TEXT [--ref REF]", "--failed --reason TEXT", "required with --done"}},
+		{[]string{"ledger", "init", "--help"}, []string{"SQLite", "PostgreSQL", "DynamoDB", "Redis"}},
+		{[]string{"ledger", "purge", "--help"}, []string{"SQLite", "PostgreSQL", "DynamoDB", "Redis"}},
+		{[]string{"ledger", "--help"}, []string{"PostgreSQL", "Redis"}},
+		{[]string{"ledger", "ls", "--help"}, []string{"postgres://", "redis://"}},
+	} {
+		r := idem(t, nil, tc.args...).wantOK(t)
+		for _, p := range tc.parts {
+			if !strings.Contains(r.stdout, p) {
+				t.Errorf("idem %s does not say %q:\n%s", strings.Join(tc.args, " "), p, r.stdout)
+			}
+		}
+	}
+	// Resolving done without a summary is refused, as the usage says.
+	idem(t, nil, "ledger", "resolve", "k", "--done", "--ref", "re_1").wantError(t, exitUsage, "--summary")
 }
