@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/internal/tooling"
 	"github.com/idemkit/idemkit/ledger"
@@ -66,6 +67,27 @@ func TestKey(t *testing.T) {
 		})
 	}
 	idem(t, nil, "key", "--tool", "t", "--run", "r").wantError(t, exitUsage, "required flag")
+}
+
+// TestKeyArrayPathsAndGlobalScope: idem key reads array indexes in paths
+// as client.Field and the MCP gateway do, and derives global keys.
+func TestKeyArrayPathsAndGlobalScope(t *testing.T) {
+	t.Parallel()
+	args := []string{"key", "--tool", "add_observations", "--global", "--identity", "observations.0.entityName:trimmed", "--json", "--input"}
+	in := `{"observations": [{"entityName": " alice ", "contents": ["met at the fair"]}]}`
+	got := decodeJSON[map[string]any](t, idem(t, nil, append(args, in)...).wantOK(t).stdout)
+	if id, _ := json.Marshal(got["identity"]); string(id) != `["global","add_observations",[["observations.0.entityName","alice"]]]` {
+		t.Errorf("identity %s", id)
+	}
+	tool := client.Tool{Name: "add_observations", Scope: client.ScopeGlobal,
+		Identity: []client.Field{{Path: "observations.0.entityName", Norm: client.Trimmed}}}
+	want, err := tool.Key("any-run", client.Call{Tool: tool.Name, Input: json.RawMessage(in)}, 0)
+	if err != nil || got["key"] != want {
+		t.Errorf("idem key %v, client.Tool.Key %s (%v)", got["key"], want, err)
+	}
+	idem(t, nil, append(args, `{"observations": []}`)...).wantError(t, exitUsage, "observations.0.entityName")
+	idem(t, nil, "key", "--tool", "t", "--global", "--run", "r", "--identity", "id", "--input", `{"id": 1}`).wantError(t, exitUsage, "one scope")
+	idem(t, nil, "key", "--tool", "t", "--global", "--tenant", "acme", "--identity", "id", "--input", `{"id": 1}`).wantError(t, exitUsage, "one scope")
 }
 
 func mustJSON(v any) string {
