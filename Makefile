@@ -32,8 +32,10 @@ test: vet
 	@mkdir -p $(dir $(TESTLOG))
 	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 -timeout 25m $(PKGS)
 
+# go vet compiles every package first: minutes on a cold build cache.
 vet:
-	$(GO) vet $(PKGS)
+	@echo "go vet $(PKGS): compiling and checking every package"
+	@start=$$(date +%s); $(GO) vet $(PKGS) && echo "vet: ok in $$(( $$(date +%s) - start ))s"
 
 # The benchmarks start what they need, as the tests do (dynalite,
 # PostgreSQL, Redis). Go's benchmark format, kept in .tmp/bench.txt for
