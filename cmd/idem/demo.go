@@ -18,7 +18,7 @@ import (
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerurl"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -727,7 +727,7 @@ func playSide(ctx context.Context, side string, o demoOptions, id int64, path st
 		w.playNaive(ctx, runs, progress)
 		return w, nil
 	}
-	l, err := ledgerurl.Open(ctx, "sqlite://"+path, &ledgerurl.Config{Clock: w.clock, Create: true})
+	l, err := ledgersqlite.Open(ctx, path, &ledgersqlite.Config{Clock: w.clock})
 	if err != nil {
 		return nil, err
 	}

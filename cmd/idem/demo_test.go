@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -180,11 +181,11 @@ func writeReadmeTable(t *testing.T) {
 	out := slices.Concat(lines[:start], strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n"), lines[start+1+len(old):])
 	readme = strings.Join(out, "\n")
 	// The demo's own time, in the sentence that introduces the table.
-	secs := regexp.MustCompile(`\(the demo itself \d+ s`)
+	secs := regexp.MustCompile(`\(the demo itself \d+(\s+)s`)
 	if !secs.MatchString(readme) {
 		t.Fatal("the README does not say how long the demo takes ('(the demo itself N s')")
 	}
-	readme = secs.ReplaceAllString(readme, fmt.Sprintf("(the demo itself %d s", int(res.Seconds+0.5)))
+	readme = secs.ReplaceAllString(readme, fmt.Sprintf("(the demo itself %d${1}s", int(res.Seconds+0.5)))
 	if err := os.WriteFile(readmePath, []byte(readme), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -224,4 +225,34 @@ func TestNaiveRefusalIsADefect(t *testing.T) {
 	if err := (&demoResult{}).check(defaultDemo); err != nil {
 		t.Errorf("check of a clean run: %v", err)
 	}
+}
+
+// TestDemoBuild builds idem as make demo does (the tag idem_demo): it
+// links no backend but SQLite, nor the MCP SDK, and its demo runs and
+// says how to keep the ledger it removes at exit.
+func TestDemoBuild(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-tags", "idem_demo", "-deps", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, heavy := range []string{"github.com/aws/", "github.com/jackc/pgx", "github.com/redis/go-redis", "github.com/modelcontextprotocol/", "anthropic"} {
+		if strings.Contains(string(out), heavy) {
+			t.Errorf("the demo's build links %s", heavy)
+		}
+	}
+	demoBin := filepath.Join(t.TempDir(), "idem-demo")
+	if out, err := exec.Command("go", "build", "-tags", "idem_demo", "-o", demoBin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags idem_demo: %v\n%s", err, out)
+	}
+	r := runProgram(t, demoBin, nil, "demo", "--runs", "2", "--seed", "3")
+	if r.code != 0 || !strings.Contains(r.stdout, "removed at exit (--dir DIR keeps it") {
+		t.Errorf("demo: exit %d, stdout:\n%s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	dir := t.TempDir()
+	r = runProgram(t, demoBin, nil, "demo", "--runs", "1", "--dir", dir)
+	if want := "'idem ledger ls --ledger sqlite://" + filepath.Join(dir, "idem.db") + "'"; r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("demo --dir: exit %d, want %s in:\n%s", r.code, want, r.stdout)
+	}
+	runProgram(t, demoBin, nil, "ledger", "ls").wantError(t, exitUsage, `unknown command "ledger"`)
 }

@@ -52,7 +52,8 @@ its counts would not show what faults and repeats do).`,
 		if o.faults < 0 || o.faults > 1 {
 			return usageErr("--faults is a fraction between 0 and 1", "--faults %v", o.faults)
 		}
-		if o.dir == "" {
+		temporary := o.dir == ""
+		if temporary {
 			dir, err := os.MkdirTemp("", "idem-demo-")
 			if err != nil {
 				return opErr(err, "set --dir")
@@ -72,7 +73,7 @@ its counts would not show what faults and repeats do).`,
 				return opErr(err, "")
 			}
 		} else {
-			printDemo(cmd.OutOrStdout(), res)
+			printDemo(cmd.OutOrStdout(), res, temporary)
 		}
 		return res.check(o)
 	}
@@ -101,8 +102,14 @@ var demoColumns = []string{"PROVIDER", "SIDE", "INTENDED", "EFFECTS", "DUPLICATE
 // defaultDemo is what 'idem demo' and 'make demo' run, and the README shows.
 var defaultDemo = demoOptions{runs: 200, seed: 1, faults: 0.15}
 
-func printDemo(w io.Writer, r *demoResult) {
-	fmt.Fprintf(w, "%d agent runs per side, seed %d, %.0f%% of provider requests faulted, ledger %s\n\n", r.Runs, r.Seed, 100*r.Faults, r.Ledger)
+// printDemo prints the result; temporary: its ledger is removed at exit.
+func printDemo(w io.Writer, r *demoResult, temporary bool) {
+	fmt.Fprintf(w, "%d agent runs per side, seed %d, %.0f%% of provider requests faulted\n", r.Runs, r.Seed, 100*r.Faults)
+	if temporary {
+		fmt.Fprintf(w, "idemkit's ledger: a temporary SQLite file, removed at exit (--dir DIR keeps it, for 'idem ledger ls --ledger sqlite://DIR/idem.db')\n\n")
+	} else {
+		fmt.Fprintf(w, "idemkit's ledger: %s (see it with 'idem ledger ls --ledger %s')\n\n", r.Ledger, r.Ledger)
+	}
 	demoTable(w, r)
 	fmt.Fprintf(w, "\neffects, duplicates and lost: from the fakes' journals; refused: requests a fake refused as invalid (a defect of the demo);\n"+
 		"replays, reconciliations, uncertain: idemkit's results and ledger (%.1fs)\n", r.Seconds)

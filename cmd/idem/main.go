@@ -25,8 +25,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/logging"
 	"github.com/spf13/cobra"
 
 	"github.com/idemkit/idemkit"
@@ -45,10 +43,7 @@ func main() {
 
 // run executes the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	// Libraries' own loggers would print before the one-line error that
-	// reports what they saw (go-redis logs every failed dial; the AWS SDK
-	// is silenced where its configuration is loaded, in ledgerurl).
-	redis.SetLogger(&logging.VoidLogger{})
+	quietLibraries()
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
@@ -132,15 +127,8 @@ Exit status: 0 success, 1 operational failure, 2 usage or configuration error.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("see '"+c.CommandPath()+" --help'", "%v", err)
 	})
-	root.AddCommand(
-		newDemoCmd(),
-		newLedgerCmd(),
-		newReconcileCmd(),
-		newKeyCmd(),
-		newServeFakesCmd(),
-		newMCPCmd(),
-		newVersionCmd(),
-	)
+	root.AddCommand(newDemoCmd(), newKeyCmd(), newServeFakesCmd(), newVersionCmd())
+	root.AddCommand(ledgerCommands()...)
 	return root
 }
 

@@ -55,9 +55,15 @@ type result struct {
 // idem runs the binary with args, in a clean environment plus env.
 func idem(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return runProgram(t, bin, env, args...)
+}
+
+// runProgram runs prog with args, in a clean environment plus env.
+func runProgram(t *testing.T, prog string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Env = append(baseEnv(t), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -66,7 +72,7 @@ func idem(t *testing.T, env []string, args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("idem %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s %s: %v", filepath.Base(prog), strings.Join(args, " "), err)
 	}
 	return result{stdout.String(), stderr.String(), code}
 }
