@@ -156,28 +156,30 @@ func toJSON(r *ledger.Record) recordJSON {
 // prefixScan bounds the records read to find the key a prefix names.
 const prefixScan = 100_000
 
-// findKey returns the key of the one record whose key is arg or starts
-// with it, as git finds a commit from an abbreviated hash: a key printed
-// by 'idem ledger ls' (shortKey) names its record. A prefix of several
-// keys is refused, naming them.
-func findKey(ctx context.Context, s ledger.Store, arg string) (string, error) {
+// findRecord returns the one record whose key is arg or starts with it,
+// as git finds a commit from an abbreviated hash: a key printed by 'idem
+// ledger ls' (shortKey) names its record. A prefix of several keys is
+// refused, naming them.
+func findRecord(ctx context.Context, s ledger.Store, arg string) (*ledger.Record, error) {
 	if arg == "" {
-		return "", usageErr("give a key, or the start of one as 'idem ledger ls' prints it", "empty key")
+		return nil, usageErr("give a key, or the start of one as 'idem ledger ls' prints it", "empty key")
 	}
-	switch _, err := s.Get(ctx, arg); {
+	switch r, err := s.Get(ctx, arg); {
 	case err == nil:
-		return arg, nil
+		return r, nil
 	case !errors.Is(err, ledger.ErrNotFound):
-		return "", ledgerErr(err)
+		return nil, ledgerErr(err)
 	}
 	recs, err := s.List(ctx, ledger.Filter{Limit: prefixScan})
 	if err != nil {
-		return "", ledgerErr(err)
+		return nil, ledgerErr(err)
 	}
+	var found *ledger.Record
 	var matches []string
-	for _, r := range recs {
-		if strings.HasPrefix(r.Key, arg) {
-			matches = append(matches, r.Key)
+	for i := range recs {
+		if strings.HasPrefix(recs[i].Key, arg) {
+			found = &recs[i]
+			matches = append(matches, recs[i].Key)
 		}
 	}
 	switch len(matches) {
@@ -186,9 +188,9 @@ func findKey(ctx context.Context, s ledger.Store, arg string) (string, error) {
 		if len(recs) == prefixScan {
 			err = fmt.Errorf("%w (of the first %d records read)", err, prefixScan)
 		}
-		return "", ledgerErr(err)
+		return nil, ledgerErr(err)
 	case 1:
-		return matches[0], nil
+		return found, nil
 	}
 	slices.Sort(matches)
 	shown := matches[:min(len(matches), 5)]
@@ -196,7 +198,7 @@ func findKey(ctx context.Context, s ledger.Store, arg string) (string, error) {
 	if len(matches) > len(shown) {
 		more = fmt.Sprintf(" and %d more", len(matches)-len(shown))
 	}
-	return "", usageErr("give more of the key", "key prefix %s is ambiguous: it starts %d keys: %s%s",
+	return nil, usageErr("give more of the key", "key prefix %s is ambiguous: it starts %d keys: %s%s",
 		arg, len(matches), strings.Join(shown, ", "), more)
 }
 
@@ -359,13 +361,9 @@ func newLedgerShowCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			key, err := findKey(ctx, l, args[0])
+			r, err := findRecord(ctx, l, args[0])
 			if err != nil {
 				return err
-			}
-			r, err := l.Get(ctx, key)
-			if err != nil {
-				return ledgerErr(err)
 			}
 			return printRecord(cmd, r, asJSON)
 		})
@@ -501,11 +499,11 @@ refused. The record keeps who resolved it (--by).`,
 			return usageErr("say what happened with --summary, e.g. --summary 'refund re_123 of 10.00 EUR'", "--done needs --summary")
 		}
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			key, err := findKey(ctx, l, args[0])
+			found, err := findRecord(ctx, l, args[0])
 			if err != nil {
 				return err
 			}
-			r, err := ledger.Resolve(ctx, l, key, ledger.Resolution{Done: done, Ref: ref, Summary: summary, Reason: reason, By: by}, time.Now())
+			r, err := ledger.Resolve(ctx, l, found.Key, ledger.Resolution{Done: done, Ref: ref, Summary: summary, Reason: reason, By: by}, time.Now())
 			if err != nil {
 				return ledgerErr(err)
 			}

@@ -327,6 +327,7 @@ func (n *naiveClient) do(ctx context.Context, path, key, contentType string, bod
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	_, _ = io.Copy(io.Discard, resp.Body) // the connection is reused
 	switch {
 	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests:
 		// The faults answer 429 and 5xx only: the request itself is wrong.
