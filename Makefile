@@ -2,6 +2,7 @@
 #
 #   make demo    a seeded agent workload under faults: a plain retrying
 #                client vs idemkit (DEMO_FLAGS, e.g. --runs 500 --seed 7)
+#   make readme-demo  the README's demo table from a run of the current code
 #   make test    go vet, then every test under the race detector (what CI runs)
 #   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
 #   make bench-sweep  the sweeper's listing at 10^3 and 10^6 records, into BENCHMARKS.md
@@ -13,11 +14,22 @@ GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: demo test vet bench bench-sweep bench-peers chaos clean lambda-build
+.PHONY: demo readme-demo test vet bench bench-sweep bench-peers chaos faultpoints clean lambda-build
 
+# The demo's idem is built with the tag idem_demo: the fakes and the
+# SQLite ledger only, without the AWS SDK, pgx, go-redis and the MCP SDK
+# that the ledger commands link (cmd/idem/commands_demo.go).
 DEMO_FLAGS ?=
 demo:
-	$(GO) run ./cmd/idem demo $(DEMO_FLAGS)
+	@mkdir -p .tmp
+	@echo "building idem for the demo (.tmp/idem-demo; minutes on a cold build cache, SQLite is most of it)..."
+	@start=$$(date +%s); $(GO) build -tags idem_demo -o .tmp/idem-demo ./cmd/idem && echo "built in $$(( $$(date +%s) - start ))s"
+	.tmp/idem-demo demo $(DEMO_FLAGS)
+
+# The README's demo table, from a run of the default demo (checked by
+# TestREADMEDemoTable).
+readme-demo:
+	$(GO) test -count=1 -run '^TestREADMEDemoTable$$' ./cmd/idem/ -update-readme -v
 
 # The DynamoDB tests install and start their own dynalite (tools/dynalite,
 # npm ci from the committed lockfile) through ledgerdynamo/dynalitetest.
@@ -27,8 +39,10 @@ test: vet
 	@mkdir -p $(dir $(TESTLOG))
 	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 -timeout 25m $(PKGS)
 
+# go vet compiles every package first: minutes on a cold build cache.
 vet:
-	$(GO) vet $(PKGS)
+	@echo "go vet $(PKGS): compiling and checking every package"
+	@start=$$(date +%s); $(GO) vet $(PKGS) && echo "vet: ok in $$(( $$(date +%s) - start ))s"
 
 # The benchmarks start what they need, as the tests do (dynalite,
 # PostgreSQL, Redis). Go's benchmark format, kept in .tmp/bench.txt for
@@ -69,6 +83,12 @@ CHAOS_RUNS ?= 100000
 CHAOS_SEED ?= 0
 chaos:
 	$(GO) test -count=1 -timeout 2h -run 'TestChaos' ./integration/ -chaos.runs=$(CHAOS_RUNS) -chaos.seed=$(CHAOS_SEED) -v
+
+# The fault-point enumeration with every pair of points failed, on the
+# memory and SQLite ledgers (make test fails each single point, on every
+# ledger).
+faultpoints:
+	$(GO) test -count=1 -timeout 2h -run 'TestFaultPoints' ./integration/ -faultpoints.pairs -v
 
 # The Lambda example's bootstrap, as deployed (examples/lambda/infra).
 lambda-build:

@@ -20,7 +20,7 @@
 //	                        (without a Reconciler) Outcome unknown: the request may have gone through.
 //	                        It cannot be checked automatically; an operator must check it. Do not retry.
 //	Conflict      yes       A <tool> for <identity> was already done with different <fields>. Not repeated.
-//	InvalidInput  yes       <tool> needs <field> to run safely (<why>). Nothing was done.
+//	InvalidInput  yes       <tool> needs "<field>" to run safely (<why>). Nothing was done.
 //	                        (the program's mistake, ErrHostInput) <tool> could not run because of a
 //	                        configuration error in the application, not in your input. Nothing was done;
 //	                        retrying will not help.

@@ -59,8 +59,9 @@ type Config struct {
 	// replay, no merging, no reconciliation, so repeats are NOT
 	// deduplicated by idemkit (providers still get the downstream key).
 	// It is an emergency switch, for example while the ledger is down and
-	// the agent must go on. The environment variable IDEMKIT_DISABLED=1
-	// sets it. New and every call log a warning while it is on.
+	// the agent must go on. The environment variable IDEMKIT_DISABLED
+	// (DisabledEnv) set to 1, true, yes or on sets it. New and every call log
+	// a warning while it is on.
 	Disabled bool
 }
 
@@ -137,21 +138,19 @@ type Executor struct {
 // most.
 const waitPoll = 25 * time.Millisecond
 
-// DisabledEnv is the environment variable that, set to "1", turns
-// Config.Disabled on for every Executor made by New.
-const DisabledEnv = "IDEMKIT_DISABLED"
-
 // New returns an Executor that records actions in store. cfg may be nil.
 // A nil store is a programming error: New panics at once rather than at the
-// first call.
+// first call. So does a value of DisabledEnv that it does not know.
 func New(store ledger.Store, cfg *Config) *Executor {
 	if store == nil {
 		panic("client: New needs a ledger.Store (got nil)")
 	}
 	c := cfg.withDefaults()
-	if os.Getenv(DisabledEnv) == "1" {
-		c.Disabled = true
+	disabled, err := parseDisabled(os.Getenv(DisabledEnv))
+	if err != nil {
+		panic(err.Error())
 	}
+	c.Disabled = c.Disabled || disabled
 	if c.Disabled {
 		c.Logger.Warn("idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
 			slog.String("env", DisabledEnv))
@@ -337,7 +336,8 @@ func invalidResult(t *Tool, err error) Result {
 	r := Result{Outcome: InvalidInput, IsError: true, Err: err}
 	var ie *InputError
 	if errors.As(err, &ie) && ie.Field != "" && (errors.Is(err, ErrMissingField) || errors.Is(err, ErrFieldType)) {
-		r.Text = fmt.Sprintf("%s needs %s to run safely (%s). Nothing was done.", t.Name, ie.Field, ie.Msg)
+		// The field quoted: "send_email needs "to" to run safely".
+		r.Text = fmt.Sprintf("%s needs %q to run safely (%s). Nothing was done.", t.Name, ie.Field, ie.Msg)
 	} else if ie != nil {
 		r.Text = fmt.Sprintf("%s: %s. Nothing was done.", t.Name, ie.Msg)
 	} else {

@@ -247,9 +247,9 @@ func TestBadInputRunsNothing(t *testing.T) {
 		want     error
 		text     string
 	}{
-		{"send_reply", `{"text":"hi"}`, client.ErrMissingField, "send_reply needs ticketId to run safely"},
-		{"send_reply", `{"ticketId":null}`, client.ErrMissingField, "send_reply needs ticketId to run safely"},
-		{"send_reply", `{"ticketId":{"id":1}}`, client.ErrFieldType, "send_reply needs ticketId"},
+		{"send_reply", `{"text":"hi"}`, client.ErrMissingField, `send_reply needs "ticketId" to run safely`},
+		{"send_reply", `{"ticketId":null}`, client.ErrMissingField, `send_reply needs "ticketId" to run safely`},
+		{"send_reply", `{"ticketId":{"id":1}}`, client.ErrFieldType, `send_reply needs "ticketId"`},
 		{"send_reply", `["ticketId"]`, client.ErrNotObject, "must be a JSON object"},
 		{"send_reply", `{"ticketId":1`, client.ErrInvalidJSON, "invalid JSON"},
 		{"send_reply", `{"ticketId":1,"ticketId":2}`, client.ErrDuplicateKey, "duplicate key"},

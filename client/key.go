@@ -268,19 +268,35 @@ func text(s string) (string, error) {
 	return s, nil
 }
 
-// lookup finds a dotted path in a decoded object.
+// lookup finds a dotted path in a decoded object. A segment names an
+// object member, or an array element by its index in decimal without
+// leading zeros ("observations.0.entityName"), as the MCP gateway reads
+// a path.
 func lookup(obj map[string]any, path string) (any, bool) {
 	var cur any = obj
 	for part := range strings.SplitSeq(path, ".") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
+		var ok bool
+		switch c := cur.(type) {
+		case map[string]any:
+			cur, ok = c[part]
+		case []any:
+			var i int
+			if i, ok = arrayIndex(part, len(c)); ok {
+				cur = c[i]
+			}
 		}
-		if cur, ok = m[part]; !ok {
+		if !ok {
 			return nil, false
 		}
 	}
 	return cur, true
+}
+
+// arrayIndex reads a path segment as the index of an element of an array
+// of n elements.
+func arrayIndex(seg string, n int) (int, bool) {
+	i, err := strconv.Atoi(seg)
+	return i, err == nil && i >= 0 && i < n && seg == strconv.Itoa(i)
 }
 
 // fieldValue extracts and normalizes one field. required: identity fields
@@ -492,13 +508,27 @@ func bindValue(f Field, v any) any {
 
 // setPath replaces the value at a dotted path that lookup found.
 func setPath(obj map[string]any, path string, v any) {
+	var cur any = obj
 	for {
 		part, rest, nested := strings.Cut(path, ".")
-		if !nested {
-			obj[part] = v
+		switch c := cur.(type) {
+		case map[string]any:
+			if !nested {
+				c[part] = v
+				return
+			}
+			cur = c[part]
+		case []any:
+			i, _ := arrayIndex(part, len(c))
+			if !nested {
+				c[i] = v
+				return
+			}
+			cur = c[i]
+		default:
 			return
 		}
-		obj, path = obj[part].(map[string]any), rest
+		path = rest
 	}
 }
 

@@ -127,7 +127,7 @@ func TestDisabled(t *testing.T) {
 		store := &flaky{Store: ledgermem.New(nil), claimErr: errors.New("the ledger must not be used")}
 		cfg := &client.Config{Clock: ledgertest.NewClock(t0), Logger: slog.New(slog.NewJSONHandler(&buf, nil)), Disabled: !viaEnv}
 		if viaEnv {
-			t.Setenv(client.DisabledEnv, "1")
+			t.Setenv(client.DisabledEnv, " True")
 		}
 		exec := client.New(store, cfg)
 		if err := exec.Register(counted("send_reply", &runs, nil)); err != nil {

@@ -20,9 +20,11 @@ const (
 	ScopeGlobal
 )
 
-// Field names an input field by its dotted JSON path ("customer.id") and
-// says how its value is normalized before hashing. A nil Norm compares the
-// value as exact canonical JSON.
+// Field names an input field by its dotted JSON path ("customer.id"), in
+// which a segment is an object member or the index of an array element
+// ("observations.0.entityName": decimal, no leading zeros), as the MCP
+// gateway reads it; and it says how its value is normalized before
+// hashing. A nil Norm compares the value as exact canonical JSON.
 type Field struct {
 	Path string
 	Norm Normalizer

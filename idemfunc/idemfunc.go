@@ -152,13 +152,16 @@ func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 			}
 			h.out, h.ran = out, true
 			result, err := json.Marshal(out)
-			if err != nil {
-				// The effect happened; only its replay copy is lost.
-				result = nil
-			}
 			eff := client.Effect{Summary: name + " done", Result: result}
 			if opts.Summary != nil {
 				eff.Summary = opts.Summary(out)
+			}
+			if err != nil {
+				// The effect happened; only its replay copy is lost. The
+				// record says why, not "too large", for repeats and
+				// operators (idem ledger show).
+				eff.Result = nil
+				eff.Summary += " (result not kept: it does not encode as JSON: " + err.Error() + ")"
 			}
 			if opts.Ref != nil {
 				eff.Ref = opts.Ref(out)

@@ -145,7 +145,7 @@ func TestOutcomes(t *testing.T) {
 	cs := connect(t, url)
 
 	res := call(t, cs, "act", map[string]any{"size": 1}, nil)
-	if !res.IsError || outcome(res) != "invalid input" || !strings.Contains(lastText(res), "needs id") || rec.count() != 0 {
+	if !res.IsError || outcome(res) != "invalid input" || !strings.Contains(lastText(res), `needs "id"`) || rec.count() != 0 {
 		t.Fatalf("missing identity: %s %v (upstream calls %d)", outcome(res), texts(res), rec.count())
 	}
 	call(t, cs, "act", map[string]any{"id": "k"}, nil)

@@ -12,7 +12,8 @@
 // timeout, a reset, a 5xx or a 2xx that cannot be read is ambiguous, and
 // stays so across retries.
 //
-// The adapters live in subpackages, one per mechanism of DESIGN §6:
+// The adapters live in subpackages, one per mechanism of passing the key
+// downstream (the README's "Providers: passing the key downstream"):
 // stripe (idempotency header, search and list lookups), mail (reference
 // search), crm (upsert by external id) and idemhttp (any API that honours
 // the IETF Idempotency-Key header).

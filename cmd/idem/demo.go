@@ -18,7 +18,7 @@ import (
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerurl"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -149,6 +149,9 @@ type tally struct {
 	Effects    int `json:"effects"`
 	Duplicates int `json:"duplicates"`
 	Lost       int `json:"lost"`
+	// Refused counts the requests the fakes refused as invalid (naive),
+	// or the calls failed for good (idemkit): a defect of the workload.
+	Refused    int `json:"refused"`
 	Replays    int `json:"replays"`
 	Reconciled int `json:"reconciliations"`
 	Uncertain  int `json:"uncertain_left"`
@@ -159,6 +162,7 @@ func (t *tally) add(o tally) {
 	t.Effects += o.Effects
 	t.Duplicates += o.Duplicates
 	t.Lost += o.Lost
+	t.Refused += o.Refused
 	t.Replays += o.Replays
 	t.Reconciled += o.Reconciled
 	t.Uncertain += o.Uncertain
@@ -172,12 +176,14 @@ type worker struct {
 	rate    float64
 	seed    int64
 	tallies map[*scenario]*tally
+	// refusal is the first refusal per scenario, to name it.
+	refusal map[*scenario]string
 	mu      sync.Mutex
 }
 
 func newWorker(seed int64, rate float64) (*worker, error) {
 	w := &worker{clock: &fakeClock{t: time.Now().Truncate(time.Millisecond)}, conns: newConnTracker(), rate: rate,
-		tallies: map[*scenario]*tally{}}
+		tallies: map[*scenario]*tally{}, refusal: map[*scenario]string{}}
 	set, err := startFakes(fakeConfig{seed: seed, clock: w.clock.Now, indexLag: indexLag, conns: w.conns})
 	if err != nil {
 		return nil, err
@@ -193,6 +199,16 @@ func (w *worker) count(sc *scenario, f func(t *tally)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	f(w.tallies[sc])
+}
+
+// refused counts a refusal and keeps the first of sc.
+func (w *worker) refused(sc *scenario, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tallies[sc].Refused++
+	if w.refusal[sc] == "" {
+		w.refusal[sc] = err.Error()
+	}
 }
 
 // setFaults turns the random faults on or off on every fake.
@@ -252,7 +268,13 @@ func (w *worker) playNaive(ctx context.Context, runs [][]*action, progress func(
 	// send makes one tool call: a request, retried by the client.
 	send := func(a *action, call client.Call) bool {
 		args, err := parseArgs(call.Input)
-		return err == nil && a.sc.naive(ctx, nc.on(a.sc.fake), args, a.id) == nil
+		if err == nil {
+			err = a.sc.naive(ctx, nc.on(a.sc.fake), args, a.id)
+		}
+		if r := (*refusal)(nil); errors.As(err, &r) {
+			w.refused(a.sc, r)
+		}
+		return err == nil
 	}
 	exec := func(a *action) bool { return send(a, a.call()) }
 	// parallel delivers the same call from n processes at once.
@@ -434,8 +456,12 @@ func (s *idemSide) execute(tools []client.Tool, a *action, call client.Call, cra
 		d.returned = crash != crashAfterRecord
 	}()
 	<-done
-	if d.returned && d.res.Outcome == client.AlreadyDone {
+	switch {
+	case !d.returned:
+	case d.res.Outcome == client.AlreadyDone:
 		s.w.count(a.sc, func(t *tally) { t.Replays++ })
+	case d.res.Outcome == client.Failed && !d.res.Retryable:
+		s.w.refused(a.sc, fmt.Errorf("%s refused: %s", a.sc.tool, d.res.Text))
 	}
 	return d
 }
@@ -616,6 +642,8 @@ type demoResult struct {
 	Rows    []demoRow `json:"providers"`
 	Naive   tally     `json:"naive_total"`
 	Idem    tally     `json:"idemkit_total"`
+	// Refusals names the first refusal per side and provider.
+	Refusals []string `json:"refusals,omitempty"`
 }
 
 // demoRow is one provider's counts on both sides.
@@ -640,15 +668,14 @@ func runDemo(ctx context.Context, o demoOptions, progress func(side string)) (*d
 	}
 	path := filepath.Join(o.dir, "idem.db")
 	res := &demoResult{Runs: o.runs, Seed: o.seed, Faults: o.faults, Ledger: "sqlite://" + path}
-	// tallies[side][worker]
-	tallies := map[string][]map[*scenario]*tally{}
-	for _, side := range []string{"naive", "idemkit"} {
-		tallies[side] = make([]map[*scenario]*tally, workers)
+	played := map[string][]*worker{} // by side, then worker id
+	for _, side := range sides {
+		played[side] = make([]*worker, workers)
 		var wg sync.WaitGroup
 		errs := make([]error, workers)
 		for id := range workers {
 			wg.Go(func() {
-				tallies[side][id], errs[id] = playSide(ctx, side, o, int64(id), path, share(id), func() { progress(side) })
+				played[side][id], errs[id] = playSide(ctx, side, o, int64(id), path, share(id), func() { progress(side) })
 			})
 		}
 		wg.Wait()
@@ -658,9 +685,21 @@ func runDemo(ctx context.Context, o demoOptions, progress func(side string)) (*d
 	}
 	for _, sc := range scenarios {
 		row := demoRow{Provider: sc.label}
-		for id := range workers {
-			row.Naive.add(*tallies["naive"][id][sc])
-			row.Idem.add(*tallies["idemkit"][id][sc])
+		for _, side := range sides {
+			t := &row.Naive
+			if side == "idemkit" {
+				t = &row.Idem
+			}
+			first := ""
+			for _, w := range played[side] {
+				t.add(*w.tallies[sc])
+				if first == "" {
+					first = w.refusal[sc]
+				}
+			}
+			if first != "" {
+				res.Refusals = append(res.Refusals, fmt.Sprintf("%s %s: %s", side, sc.label, first))
+			}
 		}
 		res.Naive.add(row.Naive)
 		res.Idem.add(row.Idem)
@@ -670,8 +709,12 @@ func runDemo(ctx context.Context, o demoOptions, progress func(side string)) (*d
 	return res, nil
 }
 
-// playSide plays one worker's share on one side and returns its counts.
-func playSide(ctx context.Context, side string, o demoOptions, id int64, path string, runs [][]*action, progress func()) (map[*scenario]*tally, error) {
+// sides are the demo's two sides, in the order they play.
+var sides = []string{"naive", "idemkit"}
+
+// playSide plays one worker's share on one side and returns the worker,
+// with its counts.
+func playSide(ctx context.Context, side string, o demoOptions, id int64, path string, runs [][]*action, progress func()) (*worker, error) {
 	w, err := newWorker(o.seed*1000+id, o.faults)
 	if err != nil {
 		return nil, err
@@ -682,13 +725,13 @@ func playSide(ctx context.Context, side string, o demoOptions, id int64, path st
 	}
 	if side == "naive" {
 		w.playNaive(ctx, runs, progress)
-		return w.tallies, nil
+		return w, nil
 	}
-	l, err := ledgerurl.Open(ctx, "sqlite://"+path, &ledgerurl.Config{Clock: w.clock, Create: true})
+	l, err := ledgersqlite.Open(ctx, path, &ledgersqlite.Config{Clock: w.clock})
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
 	w.playIdem(ctx, l, runs, progress)
-	return w.tallies, nil
+	return w, nil
 }

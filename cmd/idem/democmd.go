@@ -34,13 +34,15 @@ reconciliations and uncertain records come from idemkit's results and
 ledger. Once the outage ends, both agents retry what they believe failed,
 and idemkit's sweeper settles what is stuck.
 
-Exit status 1 if idemkit's side shows a duplicate or a lost action.`,
+Exit status 1 if idemkit's side shows a duplicate or a lost action, or if
+a fake refused a request as invalid on either side (a defect of the demo:
+its counts would not show what faults and repeats do).`,
 		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
-	f.IntVar(&o.runs, "runs", 200, "agent runs per side")
-	f.Int64Var(&o.seed, "seed", 1, "seed of the workload and of the faults")
-	f.Float64Var(&o.faults, "faults", 0.15, "fraction (0 to 1) of provider requests that get a random fault")
+	f.IntVar(&o.runs, "runs", defaultDemo.runs, "agent runs per side")
+	f.Int64Var(&o.seed, "seed", defaultDemo.seed, "seed of the workload and of the faults")
+	f.Float64Var(&o.faults, "faults", defaultDemo.faults, "fraction (0 to 1) of provider requests that get a random fault")
 	f.StringVar(&o.dir, "dir", "", "keep the SQLite ledger idem.db in this directory, for idem ledger (its times are the demo's simulated clock); default: a temporary directory, removed afterwards")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -50,7 +52,8 @@ Exit status 1 if idemkit's side shows a duplicate or a lost action.`,
 		if o.faults < 0 || o.faults > 1 {
 			return usageErr("--faults is a fraction between 0 and 1", "--faults %v", o.faults)
 		}
-		if o.dir == "" {
+		temporary := o.dir == ""
+		if temporary {
 			dir, err := os.MkdirTemp("", "idem-demo-")
 			if err != nil {
 				return opErr(err, "set --dir")
@@ -70,21 +73,52 @@ Exit status 1 if idemkit's side shows a duplicate or a lost action.`,
 				return opErr(err, "")
 			}
 		} else {
-			printDemo(cmd.OutOrStdout(), res)
+			printDemo(cmd.OutOrStdout(), res, temporary)
 		}
-		if res.Idem.Duplicates+res.Idem.Lost > 0 {
-			return opErr(fmt.Errorf("idemkit's side shows %d duplicates and %d lost actions", res.Idem.Duplicates, res.Idem.Lost),
-				fmt.Sprintf("rerun with --seed %d --runs %d --dir DIR and inspect the ledger with 'idem ledger ls'", o.seed, o.runs))
-		}
-		return nil
+		return res.check(o)
 	}
 	return cmd
 }
 
-func printDemo(w io.Writer, r *demoResult) {
+// check reports what makes a run of the demo wrong: a duplicate or a lost
+// action on idemkit's side, or a request the fakes refused on either side
+// (the workload sends something the provider never accepts, and the
+// counts would teach the wrong lesson).
+func (r *demoResult) check(o demoOptions) error {
+	if n := r.Naive.Refused + r.Idem.Refused; n > 0 {
+		return opErr(fmt.Errorf("demo defect: the fakes refused %d requests; %s", n, strings.Join(r.Refusals, "; ")),
+			"the workload sends a request the provider refuses; fix it in cmd/idem/workload.go")
+	}
+	if r.Idem.Duplicates+r.Idem.Lost > 0 {
+		return opErr(fmt.Errorf("idemkit's side shows %d duplicates and %d lost actions", r.Idem.Duplicates, r.Idem.Lost),
+			fmt.Sprintf("rerun with --seed %d --runs %d --dir DIR and inspect the ledger with 'idem ledger ls'", o.seed, o.runs))
+	}
+	return nil
+}
+
+// demoColumns are the columns of the demo's table, as the README shows it.
+var demoColumns = []string{"PROVIDER", "SIDE", "INTENDED", "EFFECTS", "DUPLICATES", "LOST", "REFUSED", "REPLAYS", "RECONCILIATIONS", "UNCERTAIN LEFT"}
+
+// defaultDemo is what 'idem demo' and 'make demo' run, and the README shows.
+var defaultDemo = demoOptions{runs: 200, seed: 1, faults: 0.15}
+
+// printDemo prints the result; temporary: its ledger is removed at exit.
+func printDemo(w io.Writer, r *demoResult, temporary bool) {
+	fmt.Fprintf(w, "%d agent runs per side, seed %d, %.0f%% of provider requests faulted\n", r.Runs, r.Seed, 100*r.Faults)
+	if temporary {
+		fmt.Fprintf(w, "idemkit's ledger: a temporary SQLite file, removed at exit (--dir DIR keeps it, for 'idem ledger ls --ledger sqlite://DIR/idem.db')\n\n")
+	} else {
+		fmt.Fprintf(w, "idemkit's ledger: %s (see it with 'idem ledger ls --ledger %s')\n\n", r.Ledger, r.Ledger)
+	}
+	demoTable(w, r)
+	fmt.Fprintf(w, "\neffects, duplicates and lost: from the fakes' journals; refused: requests a fake refused as invalid (a defect of the demo);\n"+
+		"replays, reconciliations, uncertain: idemkit's results and ledger (%.1fs)\n", r.Seconds)
+}
+
+// demoTable prints the table of r, as the README shows it.
+func demoTable(w io.Writer, r *demoResult) {
 	c := coloursFor(w)
-	fmt.Fprintf(w, "%d agent runs per side, seed %d, %.0f%% of provider requests faulted, ledger %s\n\n", r.Runs, r.Seed, 100*r.Faults, r.Ledger)
-	t := newTable("PROVIDER", "SIDE", "INTENDED", "EFFECTS", "DUPLICATES", "LOST", "REPLAYS", "RECONCILIATIONS", "UNCERTAIN LEFT")
+	t := newTable(demoColumns...)
 	num := func(n int, bad bool) cell {
 		cl := cell{text: fmt.Sprint(n)}
 		switch {
@@ -98,13 +132,12 @@ func printDemo(w io.Writer, r *demoResult) {
 	rows := append(r.Rows, demoRow{Provider: "total", Naive: r.Naive, Idem: r.Idem})
 	for _, row := range rows {
 		t.rowCells(cell{text: row.Provider}, cell{text: "naive"}, num(row.Naive.Intended, false), num(row.Naive.Effects, false),
-			num(row.Naive.Duplicates, true), num(row.Naive.Lost, true), cell{text: "-"}, cell{text: "-"}, cell{text: "-"})
+			num(row.Naive.Duplicates, true), num(row.Naive.Lost, true), num(row.Naive.Refused, true), cell{text: "-"}, cell{text: "-"}, cell{text: "-"})
 		t.rowCells(cell{text: ""}, cell{text: "idemkit", colour: bold}, num(row.Idem.Intended, false), num(row.Idem.Effects, false),
-			num(row.Idem.Duplicates, true), num(row.Idem.Lost, true), num(row.Idem.Replays, false), num(row.Idem.Reconciled, false),
-			num(row.Idem.Uncertain, false))
+			num(row.Idem.Duplicates, true), num(row.Idem.Lost, true), num(row.Idem.Refused, true), num(row.Idem.Replays, false),
+			num(row.Idem.Reconciled, false), num(row.Idem.Uncertain, false))
 	}
 	t.write(w, c)
-	fmt.Fprintf(w, "\neffects, duplicates and lost: from the fakes' journals; replays, reconciliations, uncertain: idemkit's results and ledger (%.1fs)\n", r.Seconds)
 }
 
 // progress shows the runs done: a bar on a terminal, a line per tenth

@@ -48,24 +48,32 @@ func parseIdentity(s string) ([]client.Field, error) {
 func newKeyCmd() *cobra.Command {
 	var (
 		tool, run, tenant, identity, input string
-		asJSON                             bool
+		global, asJSON                     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "key --tool T --run R [--tenant X] --identity 'path[:norm],...' --input '{...}'",
+		Use:   "key --tool T (--run R | --tenant X | --global) --identity 'path[:norm],...' --input '{...}'",
 		Short: "Print the action key of a call and the canonical identity it hashes",
 		Long: `Print the action key idemkit derives for a call, and the canonical JSON it
 is the sha256 of: [scope, tool, [[field, value], ...]] with the normalized
 identity values. Two calls are the same action exactly when this JSON is
 the same; use it to check identity fields and the model's type drift.
 
+The scope is the run (--run), a tenant (--tenant) or global (--global), as
+the tool declares it (client.ScopeRun, ScopeTenant, ScopeGlobal). A path
+is dotted; a segment is an object member or an array index
+(observations.0.entityName), as in client.Field and the MCP gateway's
+configuration.
+
 Normalizers: ` + normalizerNames + ` (default exact).`,
-		Example: `  idem key --tool refund_order --run run-1 --identity 'orderId:integer,amount:decimal' --input '{"orderId": "42", "amount": 10}'`,
-		Args:    cobra.NoArgs,
+		Example: `  idem key --tool refund_order --run run-1 --identity 'orderId:integer,amount:decimal' --input '{"orderId": "42", "amount": 10}'
+  idem key --tool add_observations --global --identity 'observations.0.entityName:trimmed' --input '{"observations": [{"entityName": "alice"}]}'`,
+		Args: cobra.NoArgs,
 	}
 	f := cmd.Flags()
 	f.StringVar(&tool, "tool", "", "tool name (required)")
 	f.StringVar(&run, "run", "", "run id (the scope of a run-scoped tool)")
 	f.StringVar(&tenant, "tenant", "", "tenant: the key is tenant-scoped instead of run-scoped")
+	f.BoolVar(&global, "global", false, "the key is global (the same action whoever asks) instead of run-scoped")
 	f.StringVar(&identity, "identity", "", "identity fields, 'path[:normalizer],...' (required)")
 	f.StringVar(&input, "input", "", "the call's input, a JSON object (required)")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
@@ -78,10 +86,15 @@ Normalizers: ` + normalizerNames + ` (default exact).`,
 			return err
 		}
 		t := client.Tool{Name: tool, Identity: fields}
-		if tenant != "" {
+		switch {
+		case btoi(run != "")+btoi(tenant != "")+btoi(global) > 1:
+			return usageErr("a key has one scope: give one of --run, --tenant and --global", "more than one scope")
+		case tenant != "":
 			t.Scope = client.ScopeTenant
-		} else if run == "" {
-			return usageErr("give --run (or --tenant for a tenant-scoped tool)", "no scope: --run is empty")
+		case global:
+			t.Scope = client.ScopeGlobal
+		case run == "":
+			return usageErr("give --run (or --tenant or --global, as the tool's scope is)", "no scope: --run is empty")
 		}
 		call := client.Call{Tool: tool, Input: json.RawMessage(input), Tenant: tenant}
 		key, err := t.Key(run, call, 0)
@@ -99,6 +112,13 @@ Normalizers: ` + normalizerNames + ` (default exact).`,
 		return nil
 	}
 	return cmd
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // inputErr reports a call input that cannot give a key.

@@ -1,3 +1,5 @@
+//go:build !idem_demo
+
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
 )
 
@@ -28,8 +31,11 @@ func ledgerFlag(cmd *cobra.Command) *string {
 	if def == "" {
 		def = ledgerurl.Default
 	}
-	return cmd.Flags().String("ledger", def, "ledger URL: sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://... or redis://... (env "+EnvLedger+")")
+	return cmd.Flags().String("ledger", def, "ledger URL: "+urlForms+" (env "+EnvLedger+")")
 }
+
+// urlForms are the forms of a ledger URL.
+const urlForms = "sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://user@host/db[?schema=S&table=T] or redis://host:6379/0[?prefix=P&wait=N]"
 
 // openLedger opens the ledger at raw; create lets a SQLite file be made.
 func openLedger(ctx context.Context, raw string, create bool) (*ledgerurl.Ledger, error) {
@@ -43,8 +49,10 @@ func openLedger(ctx context.Context, raw string, create bool) (*ledgerurl.Ledger
 // ledgerErr classifies an error of a ledger operation.
 func ledgerErr(err error) error {
 	switch {
+	case errors.As(err, new(*ledgerpg.TableError)):
+		return &cliError{code: exitUsage, err: err, hint: "check ?schema= and ?table=; 'idem ledger init --ledger URL' creates the table"}
 	case errors.Is(err, ledgerurl.ErrConfig):
-		return &cliError{code: exitUsage, err: err, hint: "a ledger URL is sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://user@host/db or redis://host:6379/0"}
+		return &cliError{code: exitUsage, err: err, hint: "a ledger URL is " + urlForms}
 	case errors.Is(err, ledger.ErrInvalid):
 		return &cliError{code: exitUsage, err: err, hint: "check the arguments"}
 	case errors.Is(err, ledger.ErrNotFound):
@@ -82,6 +90,7 @@ func newLedgerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ledger",
 		Short: "Inspect and settle the records of a ledger",
+		RunE:  groupRunE,
 	}
 	cmd.AddCommand(newLedgerInitCmd(), newLedgerLsCmd(), newLedgerShowCmd(), newLedgerStuckCmd(), newLedgerPurgeCmd(), newLedgerResolveCmd())
 	return cmd
@@ -90,11 +99,17 @@ func newLedgerCmd() *cobra.Command {
 func newLedgerInitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Create the ledger (SQLite file and schema, or DynamoDB table with its index and TTL)",
-		Long: "Create the ledger, or check it, and say what was done: the SQLite file and its schema, or the\n" +
-			"DynamoDB table with its index and TTL. With shards=N in a dynamodb:// URL, an existing table\n" +
-			"gets the write-sharded index and its records are filed under it; the unsharded index stays\n" +
-			"until you delete it (init says how), and processes on the unsharded layout keep working.",
+		Short: "Create the ledger: SQLite file, PostgreSQL schema and table, or DynamoDB table (Redis needs none)",
+		Long: `Create the ledger the URL names, or bring it to this version, and say
+what was done: the SQLite file and its schema, the PostgreSQL schema and
+table (migrated), or the DynamoDB table with its index and TTL. Redis needs
+nothing. It is idempotent. Every other command refuses a ledger that does
+not exist.
+
+With shards=N in a dynamodb:// URL, an existing table gets the
+write-sharded index and its records are filed under it; the unsharded
+index stays until you delete it (init says how), and processes on the
+unsharded layout keep working.`,
 		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)
@@ -150,6 +165,55 @@ func toJSON(r *ledger.Record) recordJSON {
 		j.Result = r.Result
 	}
 	return j
+}
+
+// prefixScan bounds the records read to find the key a prefix names.
+const prefixScan = 100_000
+
+// findRecord returns the one record whose key is arg or starts with it,
+// as git finds a commit from an abbreviated hash: a key printed by 'idem
+// ledger ls' (shortKey) names its record. A prefix of several keys is
+// refused, naming them.
+func findRecord(ctx context.Context, s ledger.Store, arg string) (*ledger.Record, error) {
+	if arg == "" {
+		return nil, usageErr("give a key, or the start of one as 'idem ledger ls' prints it", "empty key")
+	}
+	switch r, err := s.Get(ctx, arg); {
+	case err == nil:
+		return r, nil
+	case !errors.Is(err, ledger.ErrNotFound):
+		return nil, ledgerErr(err)
+	}
+	recs, err := s.List(ctx, ledger.Filter{Limit: prefixScan})
+	if err != nil {
+		return nil, ledgerErr(err)
+	}
+	var found *ledger.Record
+	var matches []string
+	for i := range recs {
+		if strings.HasPrefix(recs[i].Key, arg) {
+			found = &recs[i]
+			matches = append(matches, recs[i].Key)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		err := fmt.Errorf("%w: no record has key %s or a key starting with it", ledger.ErrNotFound, arg)
+		if len(recs) == prefixScan {
+			err = fmt.Errorf("%w (of the first %d records read)", err, prefixScan)
+		}
+		return nil, ledgerErr(err)
+	case 1:
+		return found, nil
+	}
+	slices.Sort(matches)
+	shown := matches[:min(len(matches), 5)]
+	more := ""
+	if len(matches) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(matches)-len(shown))
+	}
+	return nil, usageErr("give more of the key", "key prefix %s is ambiguous: it starts %d keys: %s%s",
+		arg, len(matches), strings.Join(shown, ", "), more)
 }
 
 // shortKey abbreviates an action key for tables.
@@ -433,9 +497,9 @@ func newLedgerShowCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			r, err := l.Get(ctx, args[0])
+			r, err := findRecord(ctx, l, args[0])
 			if err != nil {
-				return ledgerErr(err)
+				return err
 			}
 			return printRecord(cmd, r, asJSON)
 		})
@@ -492,11 +556,12 @@ func newLedgerPurgeCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "purge",
-		Short: "Delete expired records (SQLite; DynamoDB deletes them through its TTL)",
+		Short: "Delete expired records (SQLite, PostgreSQL; DynamoDB and Redis expire them themselves)",
 		Long: `Delete the records whose retention ended more than --before ago (0: every
 expired record). Expired records already read as absent; purging reclaims
-their space. Run it on a schedule next to a SQLite ledger (cron, a systemd
-timer). DynamoDB deletes expired records itself through its TTL.`,
+their space. Run it on a schedule next to a SQLite or PostgreSQL ledger
+(cron, a systemd timer, or idem reconcile --purge). DynamoDB deletes
+expired records itself through its TTL, Redis through its keys' expiry.`,
 		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)
@@ -512,7 +577,7 @@ timer). DynamoDB deletes expired records itself through its TTL.`,
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), map[string]any{"purged": 0, "ttl": true})
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "ledger %s deletes expired records through its TTL; nothing to purge\n", l.URL)
+				fmt.Fprintf(cmd.OutOrStdout(), "ledger %s deletes expired records itself (TTL); nothing to purge\n", l.URL)
 				return nil
 			}
 			n, err := p.Purge(ctx, time.Now().Add(-before))
@@ -538,7 +603,7 @@ func newLedgerResolveCmd() *cobra.Command {
 		inFlight             time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "resolve KEY (--done [--ref REF --summary TEXT] | --failed --reason TEXT)",
+		Use:   "resolve KEY (--done --summary TEXT [--ref REF] | --failed --reason TEXT)",
 		Short: "Settle an uncertain record by hand, after checking the provider",
 		Long: `Settle an uncertain record, or a pending one whose lease ran out, after
 checking the provider by hand: --done when the effect exists (a repeat of
@@ -559,8 +624,8 @@ request will never take effect.`,
 	f.BoolVar(&done, "done", false, "the effect exists")
 	f.BoolVar(&failed, "failed", false, "the effect definitely does not exist")
 	f.StringVar(&ref, "ref", "", "the provider's object reference (--done)")
-	f.StringVar(&summary, "summary", "", "what a repeat of the action is told (--done)")
-	f.StringVar(&reason, "reason", "", "why it failed (--failed)")
+	f.StringVar(&summary, "summary", "", "what a repeat of the action is told (required with --done)")
+	f.StringVar(&reason, "reason", "", "why it failed (required with --failed)")
 	f.StringVar(&by, "by", currentUser(), "who resolves it")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.DurationVar(&inFlight, "in-flight", ledger.DefaultInFlight, "how long a provider may still commit a request after it was sent (--failed); add the provider's search lag")
@@ -581,7 +646,11 @@ request will never take effect.`,
 			return usageErr("say what happened with --summary, e.g. --summary 'refund re_123 of 10.00 EUR'", "--done needs --summary")
 		}
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
-			r, err := ledger.Resolve(ctx, l, args[0], ledger.Resolution{Done: done, Ref: ref, Summary: summary, Reason: reason, By: by,
+			found, err := findRecord(ctx, l, args[0])
+			if err != nil {
+				return err
+			}
+			r, err := ledger.Resolve(ctx, l, found.Key, ledger.Resolution{Done: done, Ref: ref, Summary: summary, Reason: reason, By: by,
 				InFlight: inFlight, Force: force}, time.Now())
 			if err != nil {
 				return ledgerErr(err)

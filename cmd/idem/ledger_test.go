@@ -14,6 +14,8 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
@@ -120,6 +122,13 @@ func testLedgerOps(t *testing.T, url string, env []string) {
 		}
 	}
 	idem(t, env, "ledger", "show", "k-nope", "--ledger", url).wantError(t, exitOperational, "not found", url)
+	// A unique prefix names its record; an ambiguous one is refused,
+	// naming the keys it starts.
+	if r := idem(t, env, "ledger", "show", "k-don", "--ledger", url, "--json").wantOK(t); decodeJSON[recordJSON](t, r.stdout).Key != "k-done" {
+		t.Errorf("show k-don: %s", r.stdout)
+	}
+	idem(t, env, "ledger", "show", "k-", "--ledger", url).wantError(t, exitUsage, "ambiguous", "k-abandoned", "k-done", "k-uncertain")
+	idem(t, env, "ledger", "resolve", "k-", "--ledger", url, "--failed", "--reason", "x").wantError(t, exitUsage, "ambiguous")
 
 	// Resolve: refused on a live claim; usage errors; then settles the
 	// uncertain record, keeping who did it.
@@ -128,10 +137,10 @@ func testLedgerOps(t *testing.T, url string, env []string) {
 	idem(t, env, "ledger", "resolve", "k-uncertain", "--ledger", url, "--failed").wantError(t, exitUsage, "--reason")
 	idem(t, env, "ledger", "resolve", "k-uncertain", "--ledger", url, "--done", "--failed").wantError(t, exitUsage, "exactly one")
 	idem(t, env, "ledger", "resolve", "k-done", "--ledger", url, "--failed", "--reason", "x").wantError(t, exitOperational, "cannot be resolved")
-	r := idem(t, env, "ledger", "resolve", "k-uncertain", "--ledger", url, "--done", "--ref", "msg_9",
+	r := idem(t, env, "ledger", "resolve", "k-unc", "--ledger", url, "--done", "--ref", "msg_9",
 		"--summary", "message msg_9 found in the provider's log", "--by", "alice", "--json").wantOK(t)
 	rec := decodeJSON[recordJSON](t, r.stdout)
-	if rec.State != ledger.StateDone || rec.Ref != "msg_9" || rec.ResolvedBy != "alice" {
+	if rec.Key != "k-uncertain" || rec.State != ledger.StateDone || rec.Ref != "msg_9" || rec.ResolvedBy != "alice" {
 		t.Errorf("resolve --done: %+v", rec)
 	}
 	r = idem(t, env, "ledger", "resolve", "k-abandoned", "--ledger", url, "--failed", "--reason", "no such message", "--by", "bob", "--json").wantOK(t)
@@ -151,6 +160,49 @@ func TestLedgerSQLite(t *testing.T) {
 	if got := keysOf(t, idem(t, []string{EnvLedger + "=" + url}, "ledger", "ls", "--json", "--state", "failed").wantOK(t).stdout); len(got) != 2 {
 		t.Errorf("ls with %s: %v", EnvLedger, got)
 	}
+}
+
+// TestLedgerKeyPrefix uses the keys 'idem ledger ls' prints (16
+// characters of a 64-character action key) with show and resolve.
+func TestLedgerKeyPrefix(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "idem.db")
+	s, err := ledgersqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Two keys that share 14 characters, and a third.
+	keys := []string{strings.Repeat("ab", 7) + "c" + strings.Repeat("0", 49), strings.Repeat("ab", 7) + "d" + strings.Repeat("1", 49),
+		strings.Repeat("e", 64)}
+	for _, k := range keys {
+		if _, err := s.Claim(context.Background(), ledger.ClaimParams{Key: k, Tool: "send_reply", RunID: "run-1", Owner: "o", Fingerprint: "fp",
+			LeaseUntil: time.Now().Add(-time.Minute), ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := "sqlite://" + path
+	ls := lines(idem(t, nil, "ledger", "ls", "--ledger", url).wantOK(t).stdout)
+	var short []string
+	for _, row := range ls[1:] {
+		short = append(short, strings.Fields(row)[0])
+	}
+	slices.Sort(short)
+	if len(short) != 3 || len(short[0]) != 16 {
+		t.Fatalf("ls keys %q, want three of 16 characters", short)
+	}
+	for i, k := range short {
+		r := idem(t, nil, "ledger", "show", k, "--ledger", url, "--json").wantOK(t)
+		if got := decodeJSON[recordJSON](t, r.stdout).Key; got != keys[i] {
+			t.Errorf("show %s: %s, want %s", k, got, keys[i])
+		}
+	}
+	r := idem(t, nil, "ledger", "resolve", short[2], "--ledger", url, "--failed", "--reason", "checked", "--json").wantOK(t)
+	if rec := decodeJSON[recordJSON](t, r.stdout); rec.Key != keys[2] || rec.State != ledger.StateFailed {
+		t.Errorf("resolve %s: %+v", short[2], rec)
+	}
+	idem(t, nil, "ledger", "show", short[0][:14], "--ledger", url).wantError(t, exitUsage, "ambiguous", keys[0], keys[1])
+	idem(t, nil, "ledger", "show", "f", "--ledger", url).wantError(t, exitOperational, "not found")
 }
 
 func TestLedgerPurgeSQLite(t *testing.T) {
@@ -217,6 +269,71 @@ func TestLedgerURLErrors(t *testing.T) {
 	if b, _ := os.ReadFile(notDB); !strings.HasPrefix(string(b), "these are") {
 		t.Error("a failed open changed the file")
 	}
+}
+
+// pgURL is the URL of the tests' PostgreSQL server with params added.
+func pgURL(t *testing.T, params string) string {
+	u := pgtest.URL(t)
+	if strings.Contains(u, "?") {
+		return u + "&" + params
+	}
+	return u + "?" + params
+}
+
+// TestLedgerPostgres: only init creates the table; every other command
+// refuses a ledger that does not exist, creating nothing; then the
+// operations on a seeded table; a mistyped URL parameter is a
+// configuration error.
+func TestLedgerPostgres(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	url := pgURL(t, "schema="+schema+"&table=ledger")
+	for _, args := range [][]string{{"ls"}, {"stuck"}, {"show", "k"}, {"purge"}, {"resolve", "k", "--failed", "--reason", "x"}} {
+		idem(t, nil, append(append([]string{"ledger"}, args...), "--ledger", url)...).
+			wantError(t, exitUsage, "does not exist (idem ledger init creates it)", schema)
+	}
+	// Nor a schema: a typo in ?schema= is refused the same way.
+	idem(t, nil, "ledger", "ls", "--ledger", pgURL(t, "schema="+schema+"_typo")).wantError(t, exitUsage, "does not exist")
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_tables WHERE schemaname LIKE $1", schema+"%").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d tables after read-only commands (%v), want none", n, err)
+	}
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema+"_typo").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the mistyped schema was created (%d, %v)", n, err)
+	}
+
+	if r := idem(t, nil, "ledger", "init", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "ready") {
+		t.Errorf("init: %q", r.stdout)
+	}
+	idem(t, nil, "ledger", "init", "--ledger", url).wantOK(t) // idempotent
+	clock := ledgertest.NewClock(time.Now())
+	s, err := ledgerpg.New(pool, &ledgerpg.Config{Schema: schema, Table: "ledger", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, s, clock)
+	testLedgerOps(t, url, nil)
+
+	// A mistyped parameter: exit 2, the server's reason once.
+	r := idem(t, nil, "ledger", "ls", "--ledger", pgURL(t, "tabel=ledger"))
+	r.wantError(t, exitUsage, `unrecognized configuration parameter "tabel"`)
+	if strings.Count(r.stderr, "SQLSTATE") != 1 || strings.Contains(r.stderr, "reachable") {
+		t.Errorf("the driver's text repeated, or called unreachable: %q", r.stderr)
+	}
+}
+
+// TestLedgerRedisUnreachable: the one-line error, and no line of
+// go-redis's own logger before it.
+func TestLedgerRedisUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	idem(t, nil, "ledger", "ls", "--ledger", "redis://"+addr+"/0").wantError(t, exitOperational, "unavailable", "connection refused")
 }
 
 // awsEnv gives the AWS SDK static credentials, as a local server needs.

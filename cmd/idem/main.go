@@ -43,6 +43,7 @@ func main() {
 
 // run executes the command line args and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	quietLibraries()
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
@@ -122,20 +123,34 @@ Exit status: 0 success, 1 operational failure, 2 usage or configuration error.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetVersionTemplate(versionLine + "\n") // idem --version prints what idem version does
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("see '"+c.CommandPath()+" --help'", "%v", err)
 	})
-	root.AddCommand(
-		newDemoCmd(),
-		newLedgerCmd(),
-		newReconcileCmd(),
-		newKeyCmd(),
-		newServeFakesCmd(),
-		newMCPCmd(),
-		newVersionCmd(),
-	)
+	root.AddCommand(newDemoCmd(), newKeyCmd(), newServeFakesCmd(), newVersionCmd())
+	root.AddCommand(ledgerCommands()...)
 	return root
 }
+
+// groupRunE runs a command that only groups subcommands: its help
+// without arguments, and an unknown subcommand is a usage error, as at
+// the root (cobra itself would print the help and succeed).
+func groupRunE(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only by its own lookup
+	}
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += " Did you mean this? " + strings.Join(s, ", ")
+	}
+	return usageErr("see '"+cmd.CommandPath()+" --help'", "%s", msg)
+}
+
+// versionLine is what idem version and idem --version print.
+var versionLine = "idem " + idemkit.Version
 
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
@@ -147,7 +162,7 @@ func newVersionCmd() *cobra.Command {
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), map[string]string{"version": idemkit.Version, "user_agent": idemkit.UserAgent})
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "idem "+idemkit.Version)
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine)
 			return nil
 		},
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 )
 
 // bin is the idem binary the tests drive, built once by TestMain.
@@ -42,7 +43,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
 	}
-	return dynalitetest.Main(m)
+	return pgtest.Main(func() int { return dynalitetest.Main(m) })
 }
 
 // result is what one run of the binary did.
@@ -54,9 +55,15 @@ type result struct {
 // idem runs the binary with args, in a clean environment plus env.
 func idem(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return runProgram(t, bin, env, args...)
+}
+
+// runProgram runs prog with args, in a clean environment plus env.
+func runProgram(t *testing.T, prog string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Env = append(baseEnv(t), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -65,7 +72,7 @@ func idem(t *testing.T, env []string, args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("idem %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s %s: %v", filepath.Base(prog), strings.Join(args, " "), err)
 	}
 	return result{stdout.String(), stderr.String(), code}
 }
@@ -132,8 +139,11 @@ func lines(s string) []string {
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	r := idem(t, nil, "version").wantOK(t)
-	if r.stdout != "idem 0.2.0\n" && !strings.HasPrefix(r.stdout, "idem ") {
+	if r.stdout != versionLine+"\n" || !strings.HasPrefix(r.stdout, "idem ") {
 		t.Errorf("version printed %q", r.stdout)
+	}
+	if flag := idem(t, nil, "--version").wantOK(t); flag.stdout != r.stdout {
+		t.Errorf("idem --version printed %q, idem version %q", flag.stdout, r.stdout)
 	}
 	v := decodeJSON[map[string]string](t, idem(t, nil, "version", "--json").wantOK(t).stdout)
 	if v["version"] == "" || v["user_agent"] != "idemkit/"+v["version"] {
@@ -148,6 +158,9 @@ func TestUsageErrors(t *testing.T) {
 		parts []string
 	}{
 		{[]string{"frobnicate"}, []string{"unknown command"}},
+		{[]string{"ledgr"}, []string{`unknown command "ledgr" for "idem"`, "ledger"}},
+		{[]string{"ledger", "lss"}, []string{`unknown command "lss" for "idem ledger"`, "Did you mean this? ls"}},
+		{[]string{"ledger", "frobnicate"}, []string{`unknown command "frobnicate" for "idem ledger"`}},
 		{[]string{"ledger", "ls", "--no-such-flag"}, []string{"unknown flag"}},
 		{[]string{"ledger", "show"}, []string{"accepts 1 arg"}},
 		{[]string{"ledger", "ls", "--state", "sleeping"}, []string{"unknown state"}},
@@ -161,4 +174,33 @@ func TestUsageErrors(t *testing.T) {
 			idem(t, nil, tc.args...).wantError(t, exitUsage, tc.parts...)
 		})
 	}
+	// A group without a subcommand prints its help.
+	if r := idem(t, nil, "ledger").wantOK(t); !strings.Contains(r.stdout, "Available Commands") {
+		t.Errorf("idem ledger: %q", r.stdout)
+	}
+}
+
+// TestHelpTexts: the help says what the commands require and which
+// ledgers they act on.
+func TestHelpTexts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args  []string
+		parts []string
+	}{
+		{[]string{"ledger", "resolve", "--help"}, []string{"--done --summary TEXT [--ref REF]", "--failed --reason TEXT", "required with --done"}},
+		{[]string{"ledger", "init", "--help"}, []string{"SQLite", "PostgreSQL", "DynamoDB", "Redis"}},
+		{[]string{"ledger", "purge", "--help"}, []string{"SQLite", "PostgreSQL", "DynamoDB", "Redis"}},
+		{[]string{"ledger", "--help"}, []string{"PostgreSQL", "Redis"}},
+		{[]string{"ledger", "ls", "--help"}, []string{"postgres://", "redis://"}},
+	} {
+		r := idem(t, nil, tc.args...).wantOK(t)
+		for _, p := range tc.parts {
+			if !strings.Contains(r.stdout, p) {
+				t.Errorf("idem %s does not say %q:\n%s", strings.Join(tc.args, " "), p, r.stdout)
+			}
+		}
+	}
+	// Resolving done without a summary is refused, as the usage says.
+	idem(t, nil, "ledger", "resolve", "k", "--done", "--ref", "re_1").wantError(t, exitUsage, "--summary")
 }

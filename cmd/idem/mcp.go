@@ -1,3 +1,5 @@
+//go:build !idem_demo
+
 package main
 
 import (

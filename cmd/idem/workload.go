@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
+	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
 	"github.com/idemkit/idemkit/providers/idemhttp"
@@ -103,9 +104,12 @@ var scenarios = []*scenario{
 			return client.Effect{Summary: pi.Summary(), Ref: pi.ID}, nil
 		},
 		naive: func(ctx context.Context, n *naiveClient, a args, action string) error {
+			// What Stripe requires of a confirmed PaymentIntent, as the
+			// adapter sends it: no redirect-based payment methods.
 			return n.form(ctx, "/v1/payment_intents", url.Values{
 				"amount": {a.str("amountCents")}, "currency": {strings.ToLower(a.str("currency"))}, "payment_method": {"pm_card_visa"},
-				"confirm": {"true"}, "metadata[order]": {a.str("orderId")}, "metadata[" + metaAction + "]": {action},
+				"confirm": {"true"}, "automatic_payment_methods[enabled]": {"true"}, "automatic_payment_methods[allow_redirects]": {"never"},
+				"metadata[order]": {a.str("orderId")}, "metadata[" + metaAction + "]": {action},
 			})
 		},
 		adapter: func(k *kit) providers.Adapter { return k.stripe.PaymentIntents },
@@ -322,9 +326,39 @@ func (n *naiveClient) do(ctx context.Context, path, key, contentType string, bod
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s: %s", path, resp.Status)
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	_, _ = io.Copy(io.Discard, resp.Body) // the connection is reused
+	switch {
+	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests:
+		// The faults answer 429 and 5xx only: the request itself is wrong.
+		return &refusal{fake: n.fake, path: path, status: resp.Status, message: errorMessage(b)}
+	case resp.StatusCode >= 300:
+		return fmt.Errorf("%s %s: %s", n.fake, path, resp.Status)
 	}
 	return nil
+}
+
+// refusal is a naive request a fake refused as invalid: a defect of the
+// demo's workload, not an effect of the faults.
+type refusal struct {
+	fake, path, status, message string
+}
+
+func (r *refusal) Error() string {
+	return fmt.Sprintf("fake %s refused POST %s: %s: %s", r.fake, r.path, r.status, r.message)
+}
+
+// errorMessage reads the message of a fake's error body
+// ({"error": {"message": ..., "param": ...}}), or returns the body.
+func errorMessage(body []byte) string {
+	var e struct {
+		Error struct{ Message, Param string }
+	}
+	if json.Unmarshal(body, &e) != nil || e.Error.Message == "" {
+		return ledger.Clip(oneLine(string(body)), 300)
+	}
+	if e.Error.Param != "" {
+		return fmt.Sprintf("%s (param %s)", e.Error.Message, e.Error.Param)
+	}
+	return e.Error.Message
 }

@@ -328,10 +328,10 @@ func TestBadCalls(t *testing.T) {
 	}
 	for i, want := range []string{
 		`Unknown tool "delete_account". Nothing was done.`,
-		"refund_payment needs amount to run safely",
+		`refund_payment needs "amount" to run safely`,
 		"Failed, nothing was done. Do not retry: amount: -5 is not a positive number of cents.",
 		`refund_payment: keys "amount" and "AMOUNT" in one JSON object differ only in case or Unicode normalization. Nothing was done.`,
-		"refund_payment needs amount to run safely (want a number in plain decimal notation).",
+		`refund_payment needs "amount" to run safely (want a number in plain decimal notation).`,
 	} {
 		r := res.ToolResults[i]
 		if r.ToolUseID != ev.ToolCalls[i].ID || !r.IsError.Value || !strings.HasPrefix(text(r), want) {

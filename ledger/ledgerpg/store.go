@@ -53,6 +53,12 @@ type Config struct {
 	// PurgeBatch is how many records one statement of Purge deletes
 	// (default DefaultPurgeBatch).
 	PurgeBatch int
+	// NoCreate makes OpenURL create and migrate nothing, for programs that
+	// only read or settle the records of an existing ledger: a table that
+	// does not exist, or needs a migration, is a *TableError (matching
+	// ledger.ErrConfig), so that a mistyped schema or table is not taken
+	// for an empty ledger. New and Migrate ignore it.
+	NoCreate bool
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -112,6 +112,13 @@ func New(client redis.UniversalClient, cfg *Config) *Store {
 // override cfg: prefix (Config.Prefix), wait (Config.WaitReplicas) and
 // wait_timeout (Config.WaitTimeout, a Go duration). For example
 // redis://127.0.0.1:6379/0?prefix=agents&wait=1.
+//
+// A server that cannot be reached is an error matching
+// ledger.ErrUnavailable. go-redis also prints each failed dial through its
+// logger, which is one for the whole process (redis.SetLogger); OpenURL
+// leaves it as the program set it. A program that reports the errors
+// itself silences it with redis.SetLogger(&logging.VoidLogger{}), as the
+// idem command does.
 func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), error) {
 	c := Config{}
 	if cfg != nil {

@@ -9,14 +9,17 @@
 //	                                   for the write-sharded index
 //	                                   (ledgerdynamo.Layout.Shards)
 //	postgres://user@host:5432/db       a PostgreSQL table (?schema=&table=),
-//	                                   migrated on open (ledgerpg)
+//	                                   created or migrated on open with
+//	                                   Config.Create (ledgerpg)
 //	redis://host:6379/0?prefix=idem    Redis or Valkey (?wait=N replicas;
 //	                                   rediss:// for TLS) (ledgerredis)
 //
 // Each scheme is one entry of a table of openers, so a backend is added
 // with one line. A URL that cannot name a usable ledger (unknown scheme,
 // a SQLite file in a missing directory or a file that is not a database,
-// no AWS region) is an *Error matching ErrConfig; a backend that cannot be
+// a SQLite file or PostgreSQL table that does not exist without
+// Config.Create, a parameter the PostgreSQL server does not know, no AWS
+// region) is an *Error matching ErrConfig; a backend that cannot be
 // reached answers later with ledger.ErrUnavailable, as every Store does.
 //
 // Importing this package compiles every backend into the program. A
@@ -76,9 +79,12 @@ func (e *Error) Unwrap() error { return e.Err }
 type Config struct {
 	// Clock is the stores' clock (default: the system clock).
 	Clock ledger.Clock
-	// Create lets Open create a SQLite file that does not exist yet (its
-	// directory must exist). Without it a missing file is an ErrConfig:
-	// an operator's typo must not leave an empty ledger behind.
+	// Create lets Open create what does not exist yet: a SQLite file (its
+	// directory must exist), a PostgreSQL schema and table, which it also
+	// migrates. Without it a missing file or table (or a table that needs
+	// a migration) is an ErrConfig and nothing is created: an operator's
+	// typo must not leave an empty ledger behind, nor be read as one.
+	// Programs that write set it; read-only tools do not.
 	Create bool
 }
 
@@ -105,7 +111,8 @@ func (l *Ledger) Close() error {
 // (with its index and TTL) unless it exists, and with shards=N an
 // existing table gets the sharded index and its records are filed under
 // it (ledgerdynamo.InitTable); a SQLite file already has its schema once
-// opened.
+// opened, a PostgreSQL table once opened with Config.Create, and Redis
+// needs none.
 func (l *Ledger) Init(ctx context.Context) (string, error) {
 	if l.init == nil {
 		return "", nil
@@ -127,9 +134,17 @@ var openers = map[string]opener{
 }
 
 // openPostgres opens postgres://user:pass@host:port/db?schema=&table=
-// (ledgerpg.OpenURL, which migrates the table).
+// (ledgerpg.OpenURL, which migrates the table with cfg.Create, and
+// otherwise checks that it exists).
 func openPostgres(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
-	s, closePool, err := ledgerpg.OpenURL(ctx, u.String(), &ledgerpg.Config{Clock: cfg.Clock})
+	s, closePool, err := ledgerpg.OpenURL(ctx, u.String(), &ledgerpg.Config{Clock: cfg.Clock, NoCreate: !cfg.Create})
+	if te := (*ledgerpg.TableError)(nil); errors.As(err, &te) {
+		what := "creates"
+		if te.Version > 0 {
+			what = "migrates"
+		}
+		return nil, fmt.Errorf("%w (idem ledger init %s it)", err, what)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -35,9 +35,15 @@ func TestServerBackends(t *testing.T) {
 	q := pgURL.Query()
 	q.Set("schema", pgtest.Schema(t, pgtest.Pool(t)))
 	pgURL.RawQuery = q.Encode()
+	// Without Create, a PostgreSQL table that does not exist is refused
+	// and not created.
+	if _, err := ledgerurl.Open(ctx, pgURL.String(), nil); !errors.Is(err, ledgerurl.ErrConfig) ||
+		!strings.Contains(err.Error(), "does not exist (idem ledger init creates it)") {
+		t.Errorf("Open(%s) without Create: %v, want ErrConfig", pgURL, err)
+	}
 	rURL := redistest.URL(t)
 	for _, raw := range []string{pgURL.String(), rURL + "?prefix=" + redistest.Prefix(t, rURL)} {
-		l, err := ledgerurl.Open(ctx, raw, nil)
+		l, err := ledgerurl.Open(ctx, raw, &ledgerurl.Config{Create: true})
 		if err != nil {
 			t.Fatalf("Open(%s): %v", raw, err)
 		}

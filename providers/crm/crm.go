@@ -1,5 +1,5 @@
 // Package crm is idemkit's adapter for CRM contacts written by an upsert
-// on an external id: the mechanism of DESIGN §6 where repeats are
+// on an external id: the mechanism (see package providers) where repeats are
 // naturally idempotent.
 //
 // Upsert sends PUT /v1/contacts/by-external-id/{downstream key}: the key is

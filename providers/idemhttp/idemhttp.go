@@ -1,6 +1,6 @@
 // Package idemhttp is idemkit's adapter for any HTTP API that honours the
 // IETF Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header):
-// the mechanism of an idempotency header (DESIGN §6), without a provider of
+// the mechanism of an idempotency header (see package providers), without a provider of
 // its own.
 //
 // Post sends the downstream key in the header, as the draft's Structured

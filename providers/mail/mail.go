@@ -1,5 +1,5 @@
 // Package mail is idemkit's adapter for email (or SMS) APIs that offer no
-// idempotency: the mechanism of a reference search (DESIGN §6).
+// idempotency: the mechanism of a reference search (see package providers).
 //
 // Send carries the downstream key as the message's reference and in its
 // metadata, and searches for that reference before sending: a message the

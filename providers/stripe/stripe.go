@@ -1,5 +1,5 @@
 // Package stripe is idemkit's adapter for Stripe PaymentIntents and
-// Refunds: the mechanism of an idempotency header (DESIGN §6).
+// Refunds: the mechanism of an idempotency header (see package providers).
 //
 // Every create carries the downstream key twice: as the Idempotency-Key
 // header, so that Stripe answers a repeat within its 24-hour window with the

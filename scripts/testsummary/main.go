@@ -1,8 +1,10 @@
 // Command testsummary reads `go test -json` events on standard input,
 // writes the plain verbose log to the file named by its argument, and
-// prints a short report: package results, the lines tests address to the
-// reader ("chaos:", "faultpoints:", "bench:"), each failing leaf test with its own first
-// error line, the skipped tests with their reason, and a closing
+// prints a short report. While the tests run: a line per package as it
+// finishes, with its time, and the lines tests address to the reader
+// ("chaos:", "faultpoints:", "bench:"). At the end: each failing leaf test with its own
+// first error lines, the skipped tests with their reason, the packages
+// that failed without a failing test, the whole run's time, and a closing
 // "N passed, N failed, N skipped". It exits 1 when any test or package
 // failed.
 package main
@@ -11,9 +13,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // event is one line of `go test -json` (cmd/test2json).
@@ -22,6 +26,7 @@ type event struct {
 	Package string
 	Test    string
 	Output  string
+	Elapsed float64 // seconds, on a package's or test's pass, fail or skip
 }
 
 type test struct {
@@ -40,23 +45,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(2)
 	}
-	defer log.Close()
-	w := bufio.NewWriter(log)
+	code := summarize(os.Stdin, os.Stdout, log, os.Args[1], time.Now)
+	if err := log.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "testsummary:", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
+}
+
+// summarize reads the events from in, writes the verbose log to logFile
+// (named logName in the report) and the report to out, and returns the
+// exit status. Each line of the report is written as soon as it is known.
+func summarize(in io.Reader, out io.Writer, logFile io.Writer, logName string, now func() time.Time) int {
+	start := now()
+	w := bufio.NewWriter(logFile)
 	defer w.Flush()
 
 	tests := map[string]*test{}
 	var order []string
 	var pkgFailed []string
-	var notes []string // package lines and reader-addressed lines
 	pkgOut := map[string][]string{}
-	in := bufio.NewScanner(os.Stdin)
-	in.Buffer(make([]byte, 1<<20), 64<<20)
-	for in.Scan() {
+	packages := 0
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
 		var ev event
-		if err := json.Unmarshal(in.Bytes(), &ev); err != nil {
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			// Not an event (a build error printed by go test): keep it.
-			fmt.Fprintln(w, in.Text())
-			notes = append(notes, in.Text())
+			fmt.Fprintln(w, sc.Text())
+			fmt.Fprintln(out, sc.Text())
 			continue
 		}
 		if ev.Output != "" {
@@ -67,12 +84,18 @@ func main() {
 			case "output":
 				line := strings.TrimRight(ev.Output, "\n")
 				pkgOut[ev.Package] = append(pkgOut[ev.Package], line)
-				if strings.HasPrefix(line, "ok ") || strings.HasPrefix(line, "FAIL") ||
-					strings.HasPrefix(line, "panic:") {
-					notes = append(notes, line)
+				if strings.HasPrefix(line, "panic:") {
+					fmt.Fprintln(out, line)
 				}
-			case "fail":
-				pkgFailed = append(pkgFailed, ev.Package)
+			case "pass", "fail":
+				// A package finished: say so now, with its time.
+				packages++
+				result := "ok  "
+				if ev.Action == "fail" {
+					result = "FAIL"
+					pkgFailed = append(pkgFailed, ev.Package)
+				}
+				fmt.Fprintf(out, "%s %-44s %7.1fs\n", result, short(ev.Package), ev.Elapsed)
 			}
 			continue
 		}
@@ -88,7 +111,7 @@ func main() {
 			line := strings.TrimRight(ev.Output, "\n")
 			t.output = append(t.output, line)
 			if trimmed := strings.TrimSpace(line); strings.HasPrefix(trimmed, "chaos:") || strings.HasPrefix(trimmed, "faultpoints:") || strings.HasPrefix(trimmed, "bench:") {
-				notes = append(notes, trimmed)
+				fmt.Fprintln(out, trimmed)
 			}
 		case "pass", "fail", "skip":
 			t.action = ev.Action
@@ -120,30 +143,28 @@ func main() {
 			skips = append(skips, fmt.Sprintf("  %s %s:\n%s", short(t.pkg), t.name, own(t.output, 2)))
 		}
 	}
-	for _, n := range notes {
-		fmt.Println(n)
-	}
 	if len(skips) > 0 {
-		fmt.Println("skipped tests:")
-		fmt.Println(strings.Join(skips, "\n"))
+		fmt.Fprintln(out, "skipped tests:")
+		fmt.Fprintln(out, strings.Join(skips, "\n"))
 	}
 	if len(failures) > 0 {
-		fmt.Printf("failing tests (full log: %s):\n%s\n", os.Args[1], strings.Join(failures, "\n"))
+		fmt.Fprintf(out, "failing tests (full log: %s):\n%s\n", logName, strings.Join(failures, "\n"))
 	}
 	sort.Strings(pkgFailed)
 	for _, p := range pkgFailed {
 		if failed == 0 || !hasFailure(tests, p) {
 			// A package that failed without a failing test: a build error,
 			// a panic in TestMain, a timeout. Show its own last lines.
-			out := pkgOut[p]
-			fmt.Printf("package %s failed:\n  %s\n", p, strings.Join(out[max(0, len(out)-20):], "\n  "))
+			lines := pkgOut[p]
+			fmt.Fprintf(out, "package %s failed:\n  %s\n", p, strings.Join(lines[max(0, len(lines)-20):], "\n  "))
 		}
 	}
-	fmt.Printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped)
+	fmt.Fprintf(out, "%d packages in %s\n", packages, now().Sub(start).Round(time.Second))
+	fmt.Fprintf(out, "%d passed, %d failed, %d skipped\n", passed, failed, skipped)
 	if failed > 0 || len(pkgFailed) > 0 {
-		w.Flush()
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func hasFailure(tests map[string]*test, pkg string) bool {

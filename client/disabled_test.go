@@ -1,0 +1,61 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+)
+
+// TestDisabledEnvValues: IDEMKIT_DISABLED takes the values users write,
+// in any case; New refuses any other, naming it. (Not parallel: it sets
+// the environment.)
+func TestDisabledEnvValues(t *testing.T) {
+	// runs calls the same action twice and returns how often the tool ran:
+	// 2 when idemkit is disabled, 1 otherwise.
+	runs := func(t *testing.T) int64 {
+		var n atomic.Int64
+		exec := client.New(ledgermem.New(nil), &client.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err := exec.Register(counted("send_reply", &n, nil)); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return n.Load()
+	}
+	for _, tc := range []struct {
+		value string
+		runs  int64 // 0: New panics
+	}{
+		{"1", 2}, {"true", 2}, {"TRUE", 2}, {"Yes", 2}, {" yes\n", 2}, {"on", 2}, {"y", 2},
+		{"", 1}, {"0", 1}, {"false", 1}, {"No", 1}, {"OFF", 1},
+		{"enabled", 0}, {"ture", 0}, {"2", 0}, {"disabled", 0},
+	} {
+		t.Run(fmt.Sprintf("%q", tc.value), func(t *testing.T) {
+			t.Setenv(client.DisabledEnv, tc.value)
+			if tc.runs > 0 {
+				if got := runs(t); got != tc.runs {
+					t.Errorf("%s=%q: the tool ran %d times, want %d", client.DisabledEnv, tc.value, got, tc.runs)
+				}
+				return
+			}
+			defer func() {
+				msg := fmt.Sprint(recover())
+				if !strings.Contains(msg, client.DisabledEnv) || !strings.Contains(msg, fmt.Sprintf("%q", tc.value)) {
+					t.Errorf("%s=%q: New did not refuse it naming the value (recovered %q)", client.DisabledEnv, tc.value, msg)
+				}
+			}()
+			runs(t)
+		})
+	}
+}
