@@ -183,7 +183,7 @@ func TestEmptyIdentityNotOneAction(t *testing.T) {
 	}
 	for _, in := range []string{`{"orderId": "", "amount": 10}`, `{"orderId": "", "amount": 99}`, `{"orderId": "   ", "amount": 99}`} {
 		res, err := exec.Execute(context.Background(), "run-1", Call{Tool: "refund_order", Input: json.RawMessage(in)})
-		want := "refund_order needs orderId to run safely (empty). Nothing was done."
+		want := `refund_order needs "orderId" to run safely (empty). Nothing was done.`
 		if err != nil || res.Outcome != InvalidInput || !res.IsError || res.Text != want || !errors.Is(res.Err, ErrMissingField) {
 			t.Errorf("%s: %v %q %v %v; want InvalidInput %q", in, res.Outcome, res.Text, res.Err, err, want)
 		}

@@ -189,7 +189,7 @@ func TestEmptyIdentity(t *testing.T) {
 	cs := connect(t, url)
 	for _, id := range []string{"", "   ", ""} {
 		res := call(t, cs, "act", map[string]any{"id": id}, nil)
-		if !res.IsError || outcome(res) != "invalid input" || !strings.Contains(lastText(res), "act needs id to run safely") {
+		if !res.IsError || outcome(res) != "invalid input" || !strings.Contains(lastText(res), `act needs "id" to run safely`) {
 			t.Errorf("id %q: %s %v", id, outcome(res), texts(res))
 		}
 	}
