@@ -432,7 +432,7 @@ func (w *fpWorld) deliver(ctx context.Context) {
 	switch {
 	case strings.HasPrefix(res.Text, "Failed, nothing was done") && p.committed.Load() > 0:
 		w.problems = append(w.problems, "untruthful: told "+res.Text+" while the call's request took effect")
-	case (res.Outcome == client.Executed || res.Outcome == client.AlreadyDone) && after == 0:
+	case (res.Outcome == client.Executed || res.Outcome == client.AlreadyDone) && w.effects == 0:
 		w.problems = append(w.problems, "untruthful: told "+res.Text+" with no effect")
 	}
 }
@@ -502,8 +502,10 @@ func (w *fpWorld) scenario() {
 		if w.effectCount() != 0 || !strings.Contains(last, "Do not retry") {
 			w.problems = append(w.problems, "permanent failure ended as: "+last)
 		}
-	case w.effectCount() != 1:
-		w.problems = append(w.problems, fmt.Sprintf("lost: %d effects at the end", w.effectCount()))
+	case w.effectCount() > 1 || w.effects == 0:
+		// After a record expired, a repeat may be answered from the
+		// earlier effect, which a lookup of the same downstream key finds.
+		w.problems = append(w.problems, fmt.Sprintf("lost: %d effects at the end (%d in all)", w.effectCount(), w.effects))
 	case !strings.HasPrefix(last, "Already done") && !strings.HasPrefix(last, "Done"):
 		w.problems = append(w.problems, "lost or stuck: the last call was told "+last)
 	}
