@@ -208,12 +208,8 @@ func do[T any](s *faultStore, op string, call func() (T, error)) (T, error) {
 	case fRepeat:
 		_, _ = call()
 		return call()
-	case fJumpLease:
-		w.clock.Advance(fpLease + time.Second)
-	case fJumpInFlight:
-		w.clock.Advance(fpInFlight + time.Second)
-	case fJumpRetention:
-		w.jumpRetention()
+	default:
+		w.jump(kind)
 	}
 	return call()
 }
@@ -267,6 +263,18 @@ func (w *fpWorld) effectCount() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.effects - w.expired
+}
+
+// jump moves the clock as a clock-jump fault says.
+func (w *fpWorld) jump(kind faultKind) {
+	switch kind {
+	case fJumpLease:
+		w.clock.Advance(fpLease + time.Second)
+	case fJumpInFlight:
+		w.clock.Advance(fpInFlight + time.Second)
+	case fJumpRetention:
+		w.jumpRetention()
+	}
 }
 
 // jumpRetention moves the clock past the retention. A done or failed
@@ -348,12 +356,8 @@ func (w *fpWorld) send(p *fpProcess, dk string) (client.Effect, error) {
 			_, _ = act()
 		}
 		return act()
-	case fJumpLease:
-		w.clock.Advance(fpLease + time.Second)
-	case fJumpInFlight:
-		w.clock.Advance(fpInFlight + time.Second)
-	case fJumpRetention:
-		w.jumpRetention()
+	default:
+		w.jump(kind)
 	}
 	return act()
 }
@@ -377,12 +381,8 @@ func (a fpAdapter) Lookup(ctx context.Context, dk string) (providers.LookupResul
 		switch kind {
 		case fRefuse, fLost, fCrash, fDelay:
 			return providers.LookupResult{}, fmt.Errorf("lookup: connection reset (%s, injected)", kind)
-		case fJumpLease:
-			w.clock.Advance(fpLease + time.Second)
-		case fJumpInFlight:
-			w.clock.Advance(fpInFlight + time.Second)
-		case fJumpRetention:
-			w.clock.Advance(fpRetention + time.Second)
+		default:
+			w.jump(kind)
 		}
 	}
 	w.mu.Lock()
