@@ -89,3 +89,21 @@ func TestUncertainOutlivesRetention(t *testing.T) {
 		t.Fatalf("uncertain records after the retention: %v, %v; want the action", recs, err)
 	}
 }
+
+// A done record lives for the retention the user set, counted from when it
+// was settled, whatever the lease: a 10-second retention under a 15-minute
+// lease keeps it 10 seconds after the call, not 15 minutes.
+func TestRetentionCountsFromSettlement(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	f := newFixture(t, &client.Config{Wait: 20 * time.Millisecond, RecordTimeout: 200 * time.Millisecond, Retention: 10 * time.Second, Lease: 15 * time.Minute},
+		counted("send_reply", &runs, nil))
+	wantOutcome(t, f.call(t, "run", "send_reply", `{"ticketId":"7"}`), client.Executed, "Done: ")
+	recs, err := f.store.List(context.Background(), ledger.Filter{State: ledger.StateDone})
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("done records: %v, %v", recs, err)
+	}
+	if want := f.clock.Now().Add(10 * time.Second); !recs[0].ExpiresAt.Equal(want) {
+		t.Errorf("done record expires at %v, want %v (10 s after it was settled)", recs[0].ExpiresAt, want)
+	}
+}

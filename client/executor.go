@@ -24,8 +24,11 @@ type Config struct {
 	// invocation's claim lapses with the invocation. Long runs renew the
 	// lease with Store.Extend.
 	Lease time.Duration
-	// Retention is how long records are kept (default 24 hours). Keep it at
-	// least as long as the providers' deduplication windows.
+	// Retention is how long a done or failed record is kept, counted from
+	// when it was settled (default 24 hours), whatever the lease: a record
+	// settled after a long run is kept for the whole retention. Pending and
+	// uncertain records are never dropped. Keep it at least as long as the
+	// providers' deduplication windows.
 	Retention time.Duration
 	// Wait is how long a call waits for a duplicate in flight elsewhere to
 	// finish before answering InProgress (default 2 seconds; negative: no
