@@ -159,8 +159,20 @@ func NewTable(tb testing.TB, client *dynamodb.Client) string {
 func NewTableWith(tb testing.TB, client *dynamodb.Client, opts *ledgerdynamo.TableOptions) string {
 	tb.Helper()
 	table := uniqueName("idemkit-test")
-	if err := ledgerdynamo.CreateTable(context.Background(), client, table, opts); err != nil {
-		tb.Fatalf("dynalitetest: CreateTable %s: %v", table, err)
+	// A busy server (many tests creating tables at once, each its own
+	// stream of requests) may drop a connection: CreateTable is safe to
+	// repeat (an existing table is no error), so it is repeated, with
+	// backoff, for up to two minutes.
+	deadline := time.Now().Add(2 * time.Minute)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err := ledgerdynamo.CreateTable(context.Background(), client, table, opts)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("dynalitetest: CreateTable %s: %v", table, err)
+		}
+		time.Sleep(wait)
 	}
 	tb.Cleanup(func() {
 		if err := deleteTable(client, table); err != nil {
