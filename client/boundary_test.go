@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -105,5 +106,22 @@ func TestRetentionCountsFromSettlement(t *testing.T) {
 	}
 	if want := f.clock.Now().Add(10 * time.Second); !recs[0].ExpiresAt.Equal(want) {
 		t.Errorf("done record expires at %v, want %v (10 s after it was settled)", recs[0].ExpiresAt, want)
+	}
+}
+
+// A run id or tenant that is not valid UTF-8 is refused: two such ids
+// would share keys once their bad bytes were replaced.
+func TestInvalidUTF8RunIDRefused(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	f := newFixture(t, nil, counted("send_reply", &runs, nil))
+	for _, c := range []struct{ run, tenant string }{{"run-\xff", ""}, {"run", "t-\xfe"}} {
+		res, err := f.exec.Execute(context.Background(), c.run, client.Call{Tool: "send_reply", Tenant: c.tenant, Input: []byte(`{"ticketId":"7"}`)})
+		if !errors.Is(err, client.ErrHostInput) || res.Outcome != client.InvalidInput {
+			t.Errorf("run %q tenant %q: %v, %v; want InvalidInput with ErrHostInput", c.run, c.tenant, res.Outcome, err)
+		}
+	}
+	if runs.Load() != 0 {
+		t.Fatalf("runs = %d, want 0", runs.Load())
 	}
 }

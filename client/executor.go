@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/sync/singleflight"
@@ -329,6 +330,10 @@ func hostError(t *Tool, runID string, call Call) error {
 		return &InputError{Tool: t.Name, Err: ErrHostInput, Msg: "the run id is empty"}
 	case len(runID) > ledger.MaxKeyBytes:
 		return &InputError{Tool: t.Name, Err: ErrHostInput, Msg: fmt.Sprintf("the run id is %d bytes, the limit is %d", len(runID), ledger.MaxKeyBytes)}
+	case !utf8.ValidString(runID) || !utf8.ValidString(call.Tenant):
+		// Two such ids would be hashed alike once their bad bytes were
+		// replaced.
+		return &InputError{Tool: t.Name, Err: ErrHostInput, Msg: "the run id or tenant is not valid UTF-8"}
 	case t.Scope == ScopeTenant && call.Tenant == "":
 		return &InputError{Tool: t.Name, Err: ErrHostInput, Msg: "the tool is tenant-scoped but the call has no Tenant"}
 	}
