@@ -705,7 +705,13 @@ func (f *fence) schedule() {
 		return
 	}
 	wait := cfg.Lease / 2
-	if left := until.Sub(now); left <= wait {
+	left := until.Sub(now)
+	switch {
+	case f.atDeadline(until):
+		// The lease already reaches the call's deadline: no renewal can
+		// move it. The only timer left ends the fence when it runs out.
+		wait = left
+	case left <= wait:
 		wait = left / 2
 	}
 	f.tmu.Lock()
@@ -715,6 +721,13 @@ func (f *fence) schedule() {
 	}
 	f.beats.Add(1)
 	f.timer = time.AfterFunc(max(wait, time.Millisecond), f.beat)
+}
+
+// atDeadline reports whether a lease until until already reaches the
+// call's deadline, so that no renewal can move it.
+func (f *fence) atDeadline(until time.Time) bool {
+	dl, ok := f.parent.Deadline()
+	return ok && !dl.After(until)
 }
 
 // beat is one heartbeat: it renews the lease and schedules the next one,
@@ -727,7 +740,8 @@ func (f *fence) beat() {
 	if stopped || f.ctx.Err() != nil {
 		return
 	}
-	if left := f.lease().Sub(f.r.e.cfg.Clock.Now()); left > 0 {
+	now := f.r.e.cfg.Clock.Now()
+	if left := f.lease().Sub(now); left > 0 && !f.atDeadline(f.lease()) {
 		// A renewal that outlasts the lease is no renewal: bound the write.
 		switch err := f.renew(left); {
 		case errors.Is(err, ErrLeaseLost):

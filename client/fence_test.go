@@ -242,3 +242,28 @@ func TestSentByAnchorsTheInFlightBound(t *testing.T) {
 		}
 	})
 }
+
+// A lease that already reaches the call's deadline (a Lambda invocation
+// shorter than the lease) is never renewed: no renewal could move it. The
+// fence still ends the tool's context when it runs out.
+func TestNoRenewalAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	var cause atomic.Value
+	store := &renewals{Store: ledgermem.New(nil)}
+	exec := client.New(store, &client.Config{Lease: 15 * time.Minute})
+	if err := exec.Register(counted("send_reply", &runs, waitFenced(&cause))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := exec.Execute(ctx, "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.extends.Load(); n != 0 {
+		t.Errorf("%d renewals of a lease that reached the deadline, want 0", n)
+	}
+	if got, _ := cause.Load().(error); got == nil {
+		t.Error("the tool's context did not end")
+	}
+}
