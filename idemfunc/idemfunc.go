@@ -84,6 +84,14 @@ type Options[Out any] struct {
 	// ZeroOnLostResult: a call that finds the action done without its Out
 	// (see ErrResultNotKept) returns Out's zero value and no error.
 	ZeroOnLostResult bool
+	// ErrorsAreDefinite: fn's unmarked errors mean that nothing happened,
+	// so a retry runs fn again (Powertools' behaviour, which deletes the
+	// record when the function throws). By default an unmarked error may
+	// have happened, and the call stays uncertain until it is reconciled
+	// or resolved. Set it only for a function whose side effect is the
+	// last thing it does, or that returns an error only when the effect
+	// did not happen; errors marked with client.Ambiguous stay ambiguous.
+	ErrorsAreDefinite bool
 }
 
 // holder carries one call's input into the tool and its output back.
@@ -106,7 +114,7 @@ type holderKey struct{ name string }
 //
 // fn's errors are classified with client.ClassOf: mark a failure that
 // did nothing with client.Definite or client.Permanent; an unmarked error
-// leaves the call uncertain.
+// leaves the call uncertain, unless Options.ErrorsAreDefinite.
 func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, error), error) {
 	call, err := wrap(exec, name, opts, fn)
 	if err != nil {
@@ -148,6 +156,10 @@ func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 			}
 			out, err := fn(ctx, h.in)
 			if err != nil {
+				var c client.Classified
+				if opts.ErrorsAreDefinite && !errors.As(err, &c) {
+					err = client.Definite(err)
+				}
 				return client.Effect{}, err
 			}
 			h.out, h.ran = out, true

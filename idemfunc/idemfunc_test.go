@@ -295,3 +295,49 @@ func TestWrapRefusesMistakes(t *testing.T) {
 		t.Error("nil function: accepted")
 	}
 }
+
+// A plain error leaves the call uncertain for good by default; with
+// ErrorsAreDefinite it means nothing happened, and a retry runs again, as
+// Powertools does. A error marked ambiguous stays ambiguous.
+func TestErrorsAreDefinite(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		definite  bool
+		err       error
+		wantRetry bool
+		wantFirst error
+	}{
+		{"default: a plain error may have happened", false, errors.New("boom"), false, idemfunc.ErrUncertain},
+		{"ErrorsAreDefinite: a plain error did nothing", true, errors.New("boom"), true, nil},
+		{"ErrorsAreDefinite: a marked ambiguous error", true, client.Ambiguous(errors.New("timeout")), false, idemfunc.ErrUncertain},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			calls := 0
+			charge := newCharge(t, idemfunc.Options[receipt]{
+				Identity: []idemfunc.Key{{Expr: "orderId", Norm: client.Integer}}, ErrorsAreDefinite: c.definite,
+			}, func(ctx context.Context, o order) (receipt, error) {
+				calls++
+				if calls == 1 {
+					return receipt{}, c.err
+				}
+				return receipt{Charge: "ch_1"}, nil
+			})
+			_, err := charge(context.Background(), order{OrderID: 7})
+			if c.wantFirst != nil && !errors.Is(err, c.wantFirst) {
+				t.Fatalf("first call: %v, want %v", err, c.wantFirst)
+			}
+			if c.wantFirst == nil && (err == nil || errors.Is(err, idemfunc.ErrUncertain)) {
+				t.Fatalf("first call: %v, want the function's error", err)
+			}
+			out, err := charge(context.Background(), order{OrderID: 7})
+			if ran := calls == 2; ran != c.wantRetry {
+				t.Fatalf("retry ran the function: %v, want %v (err %v)", ran, c.wantRetry, err)
+			}
+			if c.wantRetry && (err != nil || out.Charge != "ch_1") {
+				t.Fatalf("retry: %+v, %v", out, err)
+			}
+		})
+	}
+}
