@@ -29,7 +29,10 @@ func ExampleWrap() {
 		Scope:     client.ScopeGlobal,
 		Ref:       func(r Response) string { return r.RefundID },
 	}, func(ctx context.Context, ev Event) (Response, error) {
-		refunds++ // the refund, with the action's key passed to the provider
+		// The refund, with the action's key passed to the provider (as
+		// Stripe's Idempotency-Key, for example).
+		_ = idemfunc.DownstreamKey(ctx)
+		refunds++
 		return Response{RefundID: fmt.Sprintf("re_%d", refunds)}, nil
 	})
 	if err != nil {
@@ -44,6 +47,31 @@ func ExampleWrap() {
 	// re_1 <nil>
 	// re_1 <nil>
 	// refunds: 1
+}
+
+// WrapResult tells a first run from a repeat answered from the ledger, as
+// Powertools' response hook does.
+func ExampleWrapResult() {
+	exec := client.New(ledgermem.New(nil), nil)
+	type Event struct {
+		OrderID string `json:"orderId"`
+	}
+	handler, err := idemfunc.WrapResult(exec, "ship_order", idemfunc.Options[string]{
+		Identity: []idemfunc.Key{{Expr: "orderId", Norm: client.String}},
+		Scope:    client.ScopeGlobal,
+	}, func(ctx context.Context, ev Event) (string, error) {
+		return "shipped " + ev.OrderID, nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	for range 2 {
+		out, res, err := handler(context.Background(), Event{OrderID: "A-1"})
+		fmt.Println(out, res.Outcome == client.AlreadyDone, err)
+	}
+	// Output:
+	// shipped A-1 false <nil>
+	// shipped A-1 true <nil>
 }
 
 // An SQS consumer that handles each order once, however often it is

@@ -126,6 +126,25 @@ func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 	}, nil
 }
 
+// WrapResult is Wrap whose function also returns the executor's Result:
+// its Outcome tells a first run (client.Executed) from a repeat answered
+// from the ledger (client.AlreadyDone), as Powertools' response hook
+// does, and it carries the action key and attempt. For an input without
+// an identity it is an InvalidInput Result without a key.
+func WrapResult[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, client.Result, error), error) {
+	return wrap(exec, name, opts, fn)
+}
+
+// DownstreamKey returns, inside a function wrapped by Wrap, the key to pass
+// to the provider so that it recognises a repeat of this action's attempt
+// (an Idempotency-Key header, a client reference); "" outside one.
+func DownstreamKey(ctx context.Context) string {
+	k, _ := ctx.Value(downstreamKey{}).(string)
+	return k
+}
+
+type downstreamKey struct{}
+
 // wrap is Wrap whose function also returns the executor's Result (an
 // InvalidInput one, without a key, when the input has no identity).
 func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, client.Result, error), error) {
@@ -154,7 +173,7 @@ func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 			if !ok {
 				return client.Effect{}, client.Permanent(fmt.Errorf("idemfunc: %s is called through its wrapper only", name))
 			}
-			out, err := fn(ctx, h.in)
+			out, err := fn(context.WithValue(ctx, downstreamKey{}, inv.DownstreamKey), h.in)
 			if err != nil {
 				var c client.Classified
 				if opts.ErrorsAreDefinite && !errors.As(err, &c) {

@@ -341,3 +341,30 @@ func TestErrorsAreDefinite(t *testing.T) {
 		})
 	}
 }
+
+// The wrapped function gets the downstream key of the action's attempt, the
+// one a provider deduplicates on; outside a wrapped function there is none.
+func TestDownstreamKeyInsideWrap(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	var seen string
+	f, err := idemfunc.WrapResult(exec, "charge", idemfunc.Options[receipt]{
+		Identity: []idemfunc.Key{{Expr: "orderId", Norm: client.Integer}},
+	}, func(ctx context.Context, o order) (receipt, error) {
+		seen = idemfunc.DownstreamKey(ctx)
+		return receipt{Charge: "ch_1"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, res, err := f(context.Background(), order{OrderID: 7})
+	if err != nil || res.Outcome != client.Executed {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if want := client.DownstreamKey(res.Key, res.Attempt); seen != want || seen == "" {
+		t.Errorf("DownstreamKey inside = %q, want %q", seen, want)
+	}
+	if k := idemfunc.DownstreamKey(context.Background()); k != "" {
+		t.Errorf("DownstreamKey outside = %q, want \"\"", k)
+	}
+}
