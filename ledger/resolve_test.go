@@ -154,12 +154,7 @@ func TestResolve(t *testing.T) {
 func TestResolveFailedWaitsForRequestsInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(t0)
-	s := ledgermem.New(&ledgermem.Config{Clock: clock})
-	if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k", Tool: "t", RunID: "r", Owner: "w", Fingerprint: "fp",
-		LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	clock, s := claimedAtT0(t, "k")
 	// The owner vanished; its lease ends at t0+1m.
 	sentBy := t0.Add(time.Minute)
 	for _, c := range []struct {
@@ -196,10 +191,7 @@ func TestResolveFailedWaitsForRequestsInFlight(t *testing.T) {
 	} {
 		key := fmt.Sprintf("k%d", i)
 		clock.Set(t0)
-		if _, err := s.Claim(ctx, ledger.ClaimParams{Key: key, Tool: "t", RunID: "r", Owner: "w", Fingerprint: "fp",
-			LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
+		claim(t, s, key)
 		at := sentBy.Add(time.Second)
 		if !c.Force {
 			at = sentBy.Add(ledger.DefaultInFlight)
@@ -217,12 +209,7 @@ func TestResolveFailedWaitsForRequestsInFlight(t *testing.T) {
 func TestResolvedRecordKeptForRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(t0)
-	s := ledgermem.New(&ledgermem.Config{Clock: clock})
-	if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k", Tool: "t", RunID: "r", Owner: "w", Fingerprint: "fp",
-		LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	clock, s := claimedAtT0(t, "k")
 	if err := s.Fail(ctx, "k", "w", ledger.Failure{Reason: "timeout"}); err != nil {
 		t.Fatal(err)
 	}
@@ -238,5 +225,24 @@ func TestResolvedRecordKeptForRetention(t *testing.T) {
 	clock.Advance(ledger.DefaultResolvedRetention - time.Second)
 	if got, err := s.Get(ctx, "k"); err != nil || got.State != ledger.StateDone {
 		t.Fatalf("resolved record a day later: %+v, %v; want done", got, err)
+	}
+}
+
+// claimedAtT0 returns a memory store on a clock at t0 in which owner "w"
+// has claimed key with a one-minute lease.
+func claimedAtT0(t *testing.T, key string) (*ledgertest.Clock, ledger.Store) {
+	t.Helper()
+	clock := ledgertest.NewClock(t0)
+	s := ledgermem.New(&ledgermem.Config{Clock: clock})
+	claim(t, s, key)
+	return clock, s
+}
+
+// claim claims key for owner "w" with a one-minute lease from t0.
+func claim(t *testing.T, s ledger.Store, key string) {
+	t.Helper()
+	if _, err := s.Claim(context.Background(), ledger.ClaimParams{Key: key, Tool: "t", RunID: "r", Owner: "w", Fingerprint: "fp",
+		LeaseUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
 	}
 }
