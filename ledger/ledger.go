@@ -121,8 +121,8 @@ type Record struct {
 // acting, and once the lease has lapsed its effect may exist. An uncertain
 // record never does either: its effect may exist, and forgetting it would
 // let a repeat act again. Both are settled only by a claim that reconciles
-// first (ClaimResult.MustReconcile) or by Resolve; retention counts from
-// the claim that settles them.
+// first (ClaimResult.MustReconcile) or by Resolve; the write that settles
+// them sets their retention (Completion.Retention, Failure.Retention).
 func (r *Record) Expired(now time.Time) bool {
 	return Expires(r.State) && !now.Before(r.ExpiresAt)
 }
