@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,6 +121,68 @@ func TestInvalidUTF8RunIDRefused(t *testing.T) {
 		if !errors.Is(err, client.ErrHostInput) || res.Outcome != client.InvalidInput {
 			t.Errorf("run %q tenant %q: %v, %v; want InvalidInput with ErrHostInput", c.run, c.tenant, res.Outcome, err)
 		}
+	}
+	if runs.Load() != 0 {
+		t.Fatalf("runs = %d, want 0", runs.Load())
+	}
+}
+
+// rivalFails lets a rival caller claim the action just before each of the
+// caller's claims, and fail it definitively as soon as the caller, blocked,
+// looks at the record: the caller's every round finds the action failed by
+// someone else.
+type rivalFails struct {
+	ledger.Store
+	mu     sync.Mutex
+	rivals int    // rival owner tokens given
+	rival  string // the rival holding the action, or ""
+}
+
+func (s *rivalFails) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rivals++
+	q := p
+	q.Owner = fmt.Sprintf("rival-%d", s.rivals)
+	if cr, err := s.Store.Claim(ctx, q); err != nil || !cr.Claimed {
+		return cr, fmt.Errorf("rival claim: %v (%+v)", err, cr)
+	}
+	s.rival = q.Owner
+	return s.Store.Claim(ctx, p)
+}
+
+func (s *rivalFails) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rival != "" {
+		if err := s.Store.Fail(ctx, key, s.rival, ledger.Failure{Definite: true, Reason: "the rival's request was refused"}); err != nil {
+			return nil, err
+		}
+		s.rival = ""
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// A caller told of another caller's definite failure is told the number of
+// the attempt that failed, not the number of the next attempt that a
+// failed record holds: that next attempt's downstream key has not been
+// used, and may yet take effect.
+func TestFailedOfAnotherTellsItsAttempt(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int64
+	f := &fixture{clock: ledgertest.NewClock(t0)}
+	store := &rivalFails{Store: ledgermem.New(&ledgermem.Config{Clock: f.clock})}
+	f.with(t, store, &client.Config{Wait: time.Minute, RecordTimeout: time.Minute}, counted("send_reply", &runs, nil))
+	res := f.call(t, "run", "send_reply", `{"ticketId":"7"}`)
+	wantOutcome(t, res, client.Failed, "Failed, nothing was done: the rival's request was refused")
+	rec, err := store.Store.Get(context.Background(), res.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two rounds, each behind a rival attempt that failed: attempts 1
+	// and 2 failed, and the record holds the next one, 3.
+	if res.Attempt != 2 || rec.State != ledger.StateFailed || rec.Attempt != 3 {
+		t.Fatalf("told attempt %d failed, record %s attempt %d; want attempt 2, record failed holding attempt 3", res.Attempt, rec.State, rec.Attempt)
 	}
 	if runs.Load() != 0 {
 		t.Fatalf("runs = %d, want 0", runs.Load())

@@ -959,7 +959,10 @@ func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
 		r.log(ctx, slog.LevelDebug, "idemkit replay", slog.String("ref", prev.Ref))
 		return res, false
 	case ledger.StateFailed: // the other call failed: this one may try
-		return failedResult(r.id.key, prev.Attempt, errors.New(prev.Reason), true, prev.Reason), true
+		// A failed record holds the next attempt's number; the one that
+		// failed is the one before (its downstream key is spent, the
+		// next one's may yet take effect).
+		return failedResult(r.id.key, prev.Attempt-1, errors.New(prev.Reason), true, prev.Reason), true
 	case ledger.StateUncertain:
 		r.e.n.uncertain.Add(1)
 		return r.uncertainResult(prev.Attempt, errors.New(prev.Reason)), false

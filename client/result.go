@@ -50,7 +50,8 @@ type Result struct {
 	IsError bool
 	// Key is the action key (empty for invalid input).
 	Key string
-	// Attempt is the attempt number the call ran or found.
+	// Attempt is the attempt number the call ran or found: for a Failed
+	// result, the attempt that failed.
 	Attempt int
 	// Summary, Ref and Payload describe the effect (Executed, AlreadyDone).
 	Summary string
