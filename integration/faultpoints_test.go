@@ -19,10 +19,7 @@ import (
 	"github.com/idemkit/idemkit/reconcile"
 )
 
-var (
-	faultPairs  = flag.Bool("faultpoints.pairs", false, "TestFaultPoints also fails every pair of points (memory and SQLite)")
-	faultDynamo = flag.Bool("faultpoints.dynamo", false, "TestFaultPoints also runs on DynamoDB (dynalite)")
-)
+var faultPairs = flag.Bool("faultpoints.pairs", false, "TestFaultPoints also fails every pair of points (memory and SQLite)")
 
 // The fault-point enumeration. A scenario is one action of one tool class
 // and outcome class, delivered as an agent delivers it: a first call, the
@@ -616,12 +613,6 @@ func TestFaultPoints(t *testing.T) {
 	)
 	t.Run("ledgers", func(t *testing.T) {
 		for _, b := range backends {
-			if b.name == "dynamo" && !*faultDynamo {
-				// Beside the other integration tests under the race
-				// detector on a loaded machine, the server stopped
-				// answering; make faultpoints runs it alone.
-				continue
-			}
 			t.Run(b.name, func(t *testing.T) {
 				t.Parallel()
 				clock := ledgertest.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))

@@ -143,6 +143,12 @@ type ClaimParams struct {
 	LeaseUntil  time.Time // until when the claim blocks others
 	Fingerprint string
 	ExpiresAt   time.Time // retention of the record
+	// Abandoned, when set, is the owner token of a pending record whose
+	// owner is known to have exited (OwnerExited): the claim takes that
+	// record over, with the same fingerprint, although its lease has not
+	// run out, as it would once the lease had. Any other pending record
+	// under a live lease still refuses the claim.
+	Abandoned string
 }
 
 // Validate checks the parameters a store needs before it writes anything.
@@ -151,7 +157,7 @@ func (p ClaimParams) Validate() error {
 	case p.Key == "" || p.Owner == "":
 		return fmt.Errorf("%w: key and owner are required", ErrInvalid)
 	case len(p.Key) > MaxKeyBytes, len(p.Tool) > MaxKeyBytes, len(p.RunID) > MaxKeyBytes,
-		len(p.Owner) > MaxKeyBytes, len(p.Fingerprint) > MaxKeyBytes:
+		len(p.Owner) > MaxKeyBytes, len(p.Fingerprint) > MaxKeyBytes, len(p.Abandoned) > MaxKeyBytes:
 		return fmt.Errorf("%w: key, tool, run id, owner and fingerprint are limited to %d bytes", ErrTooLarge, MaxKeyBytes)
 	case p.LeaseUntil.IsZero() || p.ExpiresAt.IsZero():
 		return fmt.Errorf("%w: lease and expiry are required", ErrInvalid)

@@ -2,20 +2,11 @@ package ledger
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 )
-
-// NewOwner returns a fresh owner token: 128 random bits in hex.
-func NewOwner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
 
 // Takeover returns the parameters of a claim that takes rec over for owner
 // at now, to settle it (a sweeper, an operator): the same key, tool, run

@@ -94,6 +94,10 @@
 //	OR state = failed AND expires_at > :now_s
 //	OR state = uncertain AND fingerprint = :fp AND expires_at > :now_s
 //	OR state = pending AND lease_until <= :now_ms AND fingerprint = :fp
+//	OR state = pending AND owner = :abandoned AND fingerprint = :fp
+//
+// (the last line only for a claim that knows the owner to have exited,
+// ledger.ClaimParams.Abandoned).
 //
 // A pending record never expires (ledger.Record.Expired): an abandoned one
 // whose retention has run out is taken over like any abandoned claim and

@@ -105,14 +105,14 @@ func (l layout) decode(it item) (*ledger.Record, error) {
 
 // claimable reports whether a claim with fingerprint fp would take over the
 // live record r at now. It mirrors the claim's condition expression.
-func claimable(r *ledger.Record, fp string, now time.Time) bool {
+func claimable(r *ledger.Record, p *ledger.ClaimParams, now time.Time) bool {
 	switch r.State {
 	case ledger.StateFailed:
 		return true
 	case ledger.StateUncertain:
-		return r.Fingerprint == fp
+		return r.Fingerprint == p.Fingerprint
 	case ledger.StatePending:
-		return r.LeaseExpired(now) && r.Fingerprint == fp
+		return (r.LeaseExpired(now) || r.Owner == p.Abandoned) && r.Fingerprint == p.Fingerprint
 	}
 	return false
 }

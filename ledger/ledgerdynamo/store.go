@@ -153,7 +153,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 				mode = claimExpired
 			case rec.State == ledger.StateFailed:
 				mode = claimFailed
-			case claimable(rec, p.Fingerprint, now):
+			case claimable(rec, &p, now):
 				mode = claimOver
 			default:
 				// Also an attempt whose answer was lost, found holding the key.
@@ -205,6 +205,10 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, mode claimMode) 
 		cond = "attribute_not_exists(#pk)" +
 			" OR #state = :uncertain AND #fingerprint = :fp" +
 			" OR #state = :pending AND #lease_until <= :now_ms AND #fingerprint = :fp"
+		if p.Abandoned != "" {
+			cond += " OR #state = :pending AND #owner = :abandoned AND #fingerprint = :fp"
+			values[":abandoned"] = sv(p.Abandoned)
+		}
 		update += "#attempts = if_not_exists(#attempts, :one), #attempt_at = if_not_exists(#attempt_at, :now_ms)" +
 			" REMOVE #summary, #ref, #result, #truncated, #reason"
 		values[":uncertain"] = sv(string(ledger.StateUncertain))

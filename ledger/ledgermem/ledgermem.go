@@ -72,7 +72,7 @@ func claimable(r *ledger.Record, p *ledger.ClaimParams, now time.Time) bool {
 	case ledger.StateUncertain:
 		return r.Fingerprint == p.Fingerprint
 	case ledger.StatePending:
-		return r.Fingerprint == p.Fingerprint && r.LeaseExpired(now)
+		return r.Fingerprint == p.Fingerprint && (r.LeaseExpired(now) || r.Owner == p.Abandoned)
 	}
 	return false
 }

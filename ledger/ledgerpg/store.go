@@ -141,7 +141,7 @@ const (
 func newStatements(table, claim string) *statements {
 	return &statements{
 		table: table,
-		claim: `SELECT ` + recordCols + `, ` + prevCols + ` FROM ` + claim + `($1, $2, $3, $4, $5, $6, $7, $8)`,
+		claim: `SELECT ` + recordCols + `, ` + prevCols + ` FROM ` + claim + `($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		complete: `UPDATE ` + table + ` SET state = 'done', summary = $3, ref = $4, result = $5, truncated = $6,
 	reason = '', lease_until = $7, updated_at = $7, expires_at = CASE WHEN $8::bigint > 0 THEN $7::timestamptz + $8::bigint * interval '1 millisecond' ELSE expires_at END` + owned,
 		fail: `UPDATE ` + table + ` SET state = $3, attempt = attempt + $4,
@@ -180,7 +180,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	)
 	dest := append(rec.dest(), prev.dest()...)
 	err := s.db.QueryRow(ctx, s.sql.claim, s.mode, p.Key, p.Tool, p.RunID, p.Owner,
-		ms(p.LeaseUntil), ms(p.ExpiresAt), p.Fingerprint, s.now()).Scan(dest...)
+		ms(p.LeaseUntil), ms(p.ExpiresAt), p.Fingerprint, s.now(), p.Abandoned).Scan(dest...)
 	if err != nil {
 		return ledger.ClaimResult{}, unavailable("claim", err)
 	}

@@ -94,7 +94,8 @@ end
 )
 
 // claimScript: ARGV[3] owner, [4] lease until, [5] expires at, [6] tool,
-// [7] run id, [8] fingerprint, [9] grace (ms). Returns {1, attempt,
+// [7] run id, [8] fingerprint, [9] grace (ms), [10] the owner token of a
+// pending record known to have exited ("" for none). Returns {1, attempt,
 // attempt at, previous} when claimed (previous: the flat hash taken over,
 // or empty) and {0, blocking} otherwise.
 var claimScript = redis.NewScript(luaGone + luaKeep + luaToMap + `
@@ -106,7 +107,7 @@ if #prev > 0 then
   local l = tonumber(r.l)
   if not gone(r.s, tonumber(r.e), now) then
     local ok = r.s == 'failed' or
-      (r.f == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and now >= l)))
+      (r.f == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and (now >= l or r.o == ARGV[10]))))
     if not ok then return {0, prev} end
     attempt, attemptAt = r.a, r.at
     -- Over a failed record the attempt begins with this claim (see

@@ -246,7 +246,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	}
 	now := ms(s.clock.Now())
 	v, err := s.run(ctx, claimScript, s.keys(p.Key), p.Key, now, p.Owner, ms(p.LeaseUntil), ms(p.ExpiresAt),
-		p.Tool, p.RunID, p.Fingerprint, s.pendingGrace)
+		p.Tool, p.RunID, p.Fingerprint, s.pendingGrace, p.Abandoned)
 	if err != nil {
 		return ledger.ClaimResult{}, err
 	}

@@ -290,12 +290,13 @@ func expired(now string) string {
 }
 
 // claimable is the SQL condition under which an existing row gives way to a
-// claim with fingerprint fp at now (both SQL parameters). It mirrors
-// ledger.Store: expired, failed, or (same fingerprint) uncertain or pending
-// with a lapsed lease.
-func claimable(fp, now string) string {
+// claim with fingerprint fp at now by a caller that knows the owner
+// abandoned to have exited (SQL parameters). It mirrors ledger.Store:
+// expired, failed, or (same fingerprint) uncertain or pending with a
+// lapsed lease or an owner known to have exited.
+func claimable(fp, now, abandoned string) string {
 	return "(" + expired(now) + " OR state = 'failed' OR (fingerprint = " + fp +
-		" AND (state = 'uncertain' OR (state = 'pending' AND lease_until <= " + now + "))))"
+		" AND (state = 'uncertain' OR (state = 'pending' AND (lease_until <= " + now + " OR owner = " + abandoned + ")))))"
 }
 
 const recordCols = `key, tool, run_id, state, owner, lease_until, expires_at, fingerprint,
@@ -303,6 +304,7 @@ const recordCols = `key, tool, run_id, state, owner, lease_until, expires_at, fi
 
 var (
 	// ?1 key ?2 tool ?3 run id ?4 owner ?5 lease ?6 expiry ?7 fingerprint ?8 now
+	// ?9 abandoned owner
 	claimSQL = `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at, fingerprint, attempt, attempt_at, updated_at)
 VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, 1, ?8, ?8)
 ON CONFLICT (key) DO UPDATE SET
@@ -314,12 +316,12 @@ ON CONFLICT (key) DO UPDATE SET
 	fingerprint = ?7, attempt = CASE WHEN ` + expired("?8") + ` THEN 1 ELSE attempt END,
 	attempt_at = CASE WHEN state = 'failed' OR ` + expired("?8") + ` THEN ?8 ELSE attempt_at END,
 	summary = '', ref = '', result = NULL, truncated = 0, reason = '', updated_at = ?8
-WHERE ` + claimable("?7", "?8") + `
+WHERE ` + claimable("?7", "?8", "?9") + `
 RETURNING attempt, prev_state, prev_owner, prev_lease_until, prev_expires_at, prev_fingerprint,
 	prev_attempt, prev_attempt_at, prev_reason, prev_updated_at, prev_tool, prev_run_id`
 
-	// ?1 key ?2 fingerprint ?3 now
-	blockerSQL = `SELECT ` + recordCols + `, ` + claimable("?2", "?3") + ` FROM records WHERE key = ?1`
+	// ?1 key ?2 fingerprint ?3 now ?4 abandoned owner
+	blockerSQL = `SELECT ` + recordCols + `, ` + claimable("?2", "?3", "?4") + ` FROM records WHERE key = ?1`
 
 	// ?1 key ?2 now
 	getSQL = `SELECT ` + recordCols + ` FROM records WHERE key = ?1 AND NOT ` + expired("?2")
@@ -715,7 +717,7 @@ func (s *Store) insert(ctx context.Context, p *ledger.ClaimParams, now int64) (l
 	)
 	err := s.submit(ctx, "claim", p.Key, func(ctx context.Context) error {
 		err := s.claim.QueryRowContext(ctx, p.Key, p.Tool, p.RunID, p.Owner,
-			p.LeaseUntil.UnixMilli(), p.ExpiresAt.UnixMilli(), p.Fingerprint, now,
+			p.LeaseUntil.UnixMilli(), p.ExpiresAt.UnixMilli(), p.Fingerprint, now, p.Abandoned,
 		).Scan(&res.Attempt, &st, &prev.Owner, &lease, &exp, &prev.Fingerprint,
 			&prev.Attempt, &at, &prev.Reason, &upd, &prev.Tool, &prev.RunID)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -741,7 +743,7 @@ func (s *Store) insert(ctx context.Context, p *ledger.ClaimParams, now int64) (l
 // blocking returns the record under p.Key if it blocks the claim p at now,
 // nil if there is none or it gives way.
 func (s *Store) blocking(ctx context.Context, p *ledger.ClaimParams, now int64) (*ledger.Record, error) {
-	sc, err := scan(s.blocker.QueryRowContext(ctx, p.Key, p.Fingerprint, now), true)
+	sc, err := scan(s.blocker.QueryRowContext(ctx, p.Key, p.Fingerprint, now, p.Abandoned), true)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil

@@ -127,6 +127,7 @@ var cases = []struct {
 	{"SettledIsFinal", testSettledIsFinal},
 	{"AbsentKeyNotOwner", testAbsentKeyNotOwner},
 	{"TakeoverAfterLease", testTakeoverAfterLease},
+	{"ClaimOwnerExited", testClaimOwnerExited},
 	{"FailedClaimable", testFailedClaimable},
 	{"UncertainClaimable", testUncertainClaimable},
 	{"AbandonedOtherFingerprint", testAbandonedOtherFingerprint},
@@ -1044,6 +1045,7 @@ func testTooLarge(h *h) {
 		{"RunID", func(p *ledger.ClaimParams) { p.RunID = long }},
 		{"Owner", func(p *ledger.ClaimParams) { p.Owner = long }},
 		{"Fingerprint", func(p *ledger.ClaimParams) { p.Fingerprint = long }},
+		{"Abandoned", func(p *ledger.ClaimParams) { p.Abandoned = long }},
 	} {
 		p := h.params("k-large-claim", "owner-a")
 		mod.fn(&p)
