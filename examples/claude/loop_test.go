@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,63 +15,54 @@ import (
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 
-// world is the example's setup for one test: the fakes, the shop, an
-// executor on a SQLite ledger file, and the tools' declarations.
-type world struct {
-	mail   *mailfake.Server
-	stripe *stripefake.Server
-	posts  *idemfake.Server
-	exec   *client.Executor
-	tools  []anthropic.ToolUnionParam
-}
-
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *World {
 	t.Helper()
-	ctx := context.Background()
-	w := &world{mail: mailfake.NewServer(nil), stripe: stripefake.NewServer(nil), posts: idemfake.NewServer(nil)}
-	t.Cleanup(w.mail.Close)
-	t.Cleanup(w.stripe.Close)
-	t.Cleanup(w.posts.Close)
-	shop, err := NewShop(ctx, w.mail.URL, w.stripe.URL, w.posts.URL)
+	w, err := NewWorld(context.Background(), filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := ledgersqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	w.exec = client.New(store, nil)
-	if w.tools, err = claude.Register(w.exec, shop.Tools()...); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(w.Close)
 	return w
 }
 
-func (w *world) refunds() []fakes.Effect {
-	return fakes.Filter(w.stripe.Journal(), fakes.KindRefund, "")
+// newStandIn starts a ScriptedAPI for the test, which fails if a request
+// went beyond the script.
+func newStandIn(t *testing.T, steps ...Step) *ScriptedAPI {
+	t.Helper()
+	api := NewScriptedAPI(steps...)
+	t.Cleanup(func() {
+		api.Close()
+		if n := len(api.Requests()); n > len(steps) {
+			t.Errorf("stand-in: %d requests, the script has %d", n, len(steps))
+		}
+	})
+	return api
 }
 
-// run drives the loop against the stand-in with the SDK's retries set.
-func (w *world) run(t *testing.T, api *standIn, retries int, msgs []anthropic.MessageParam) (claude.Conversation, []claude.Turn, error) {
+func (w *World) refunds() []fakes.Effect {
+	return fakes.Filter(w.Stripe.Journal(), fakes.KindRefund, "")
+}
+
+// run drives the loop against the stand-in with the SDK's retries set,
+// and logs the transcript.
+func (w *World) run(t *testing.T, api *ScriptedAPI, retries int, msgs []anthropic.MessageParam) (claude.Conversation, []claude.Turn, error) {
 	t.Helper()
-	c := anthropic.NewClient(option.WithBaseURL(api.srv.URL), option.WithAPIKey("sk-ant-test"), option.WithMaxRetries(retries))
-	params := Params(w.tools, "Order ord_1001 arrived broken: refund it.")
+	c := anthropic.NewClient(option.WithBaseURL(api.URL), option.WithAPIKey("sk-ant-test"), option.WithMaxRetries(retries))
+	params := Params(w.Tools, "Order ord_1001 arrived broken: refund it.")
 	if msgs != nil {
 		params.Messages = msgs
 	}
 	var turns []claude.Turn
-	conv, err := claude.Run(context.Background(), &c.Messages, w.exec, "run-1", params, &claude.Config{
+	conv, err := claude.Run(context.Background(), &c.Messages, w.Exec, "run-1", params, &claude.Config{
 		OnTurn: func(_ context.Context, tn claude.Turn) error {
 			if tn.Err != nil {
 				t.Errorf("turn %d: executor error: %v", tn.N, tn.Err)
 			}
+			var b strings.Builder
+			printTurn(&b, tn)
+			t.Log("\n" + strings.TrimSuffix(b.String(), "\n"))
 			turns = append(turns, tn)
 			return nil
 		},
@@ -84,11 +76,11 @@ func (w *world) run(t *testing.T, api *standIn, retries int, msgs []anthropic.Me
 func TestRefundDroppedThenRephrased(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.stripe.Faults.Add(fault.Rule{Route: "POST /v1/refunds", Attempt: 1, Action: fault.CommitThenDrop})
+	w.Stripe.Faults.Add(fault.Rule{Route: "POST /v1/refunds", Attempt: 1, Action: fault.CommitThenDrop})
 	api := newStandIn(t,
-		callTool("toolu_01", "refund_order", `{"orderId": "ord_1001", "amount": 1500, "note": "Sorry, the parcel was broken."}`),
-		callTool("toolu_02", "refund_order", `{"orderId": " ord_1001", "amount": "1500", "note": "Refunding the broken order as promised."}`),
-		say("The order is refunded."),
+		CallTools("Let me do that.", ToolUse{"toolu_01", "refund_order", `{"orderId": "ord_1001", "amount": 1500, "note": "Sorry, the parcel was broken."}`}),
+		CallTools("Let me do that.", ToolUse{"toolu_02", "refund_order", `{"orderId": " ord_1001", "amount": "1500", "note": "Refunding the broken order as promised."}`}),
+		Say("The order is refunded."),
 	)
 	conv, turns, err := w.run(t, api, 0, nil)
 	if err != nil {
@@ -97,7 +89,7 @@ func TestRefundDroppedThenRephrased(t *testing.T) {
 	if got := len(w.refunds()); got != 1 {
 		t.Fatalf("refunds in the journal: %d, want 1", got)
 	}
-	if log := w.stripe.Faults.Log(); len(log) != 1 || log[0].Rule.Action != fault.CommitThenDrop {
+	if log := w.Stripe.Faults.Log(); len(log) != 1 || log[0].Rule.Action != fault.CommitThenDrop {
 		t.Fatalf("faults applied: %v, want one CommitThenDrop", log)
 	}
 	if conv.Turns != 3 || len(turns) != 3 {
@@ -105,18 +97,18 @@ func TestRefundDroppedThenRephrased(t *testing.T) {
 	}
 	first, second := turns[0].Calls[0].Result, turns[1].Calls[0].Result
 	if first.IsError || first.Outcome != client.Executed || !strings.HasPrefix(first.Text, "Done: ") {
-		t.Errorf("first call: %v %q, want executed (found by the reconcile after the drop)", first.Outcome, first.Text)
+		t.Errorf("first call: %v %q, want executed despite the drop", first.Outcome, first.Text)
 	}
 	if second.Outcome != client.AlreadyDone || second.IsError {
 		t.Errorf("second call: %v %q, want already done", second.Outcome, second.Text)
 	}
 	// The model was told: the requests carried both tool_results.
-	reqs := api.requests()
-	got := reqs[2].results()
+	reqs := api.Requests()
+	got := reqs[2].ToolResults()
 	if len(got) != 1 || got[0].ToolUseID != "toolu_02" || !strings.HasPrefix(got[0].Text, "Already done earlier in this run: ") || got[0].IsError {
 		t.Errorf("second tool_result sent to the model: %+v", got)
 	}
-	if got := reqs[1].results(); len(got) != 1 || got[0].ToolUseID != "toolu_01" || got[0].Text != first.Text {
+	if got := reqs[1].ToolResults(); len(got) != 1 || got[0].ToolUseID != "toolu_01" || got[0].Text != first.Text {
 		t.Errorf("first tool_result sent to the model: %+v", got)
 	}
 }
@@ -127,25 +119,23 @@ func TestRefundDroppedThenRephrased(t *testing.T) {
 func TestThreeToolsRepeated(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	three := func(ids [3]string, note, text string) step {
-		return step{answer: func(apiRequest) ([]map[string]any, string) {
-			return []map[string]any{
-				{"type": "tool_use", "id": ids[0], "name": "send_reply", "input": map[string]any{"ticketId": 42, "to": "alice@example.com", "text": text}},
-				{"type": "tool_use", "id": ids[1], "name": "refund_order", "input": map[string]any{"orderId": "ord_1001", "amount": 1500, "note": note}},
-				{"type": "tool_use", "id": ids[2], "name": "publish_post", "input": map[string]any{"slug": "broken-shipments", "channel": "status", "body": "Some parcels arrived broken."}},
-			}, "tool_use"
-		}}
+	three := func(ids [3]string, note, text string) Step {
+		return CallTools("On it.",
+			ToolUse{ids[0], "send_reply", fmt.Sprintf(`{"ticketId": 42, "to": "alice@example.com", "text": %q}`, text)},
+			ToolUse{ids[1], "refund_order", fmt.Sprintf(`{"orderId": "ord_1001", "amount": 1500, "note": %q}`, note)},
+			ToolUse{ids[2], "publish_post", `{"slug": "broken-shipments", "channel": "status", "body": "Some parcels arrived broken."}`},
+		)
 	}
 	api := newStandIn(t,
 		three([3]string{"toolu_1", "toolu_2", "toolu_3"}, "broken", "Your refund is on its way."),
 		three([3]string{"toolu_4", "toolu_5", "toolu_6"}, "broken parcel", "We have refunded you!"),
-		say("All done."),
+		Say("All done."),
 	)
 	_, turns, err := w.run(t, api, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, m, p := len(w.refunds()), len(w.mail.Journal()), len(w.posts.Journal()); r != 1 || m != 1 || p != 1 {
+	if r, m, p := len(w.refunds()), len(w.Mail.Journal()), len(w.Posts.Journal()); r != 1 || m != 1 || p != 1 {
 		t.Fatalf("effects: %d refunds, %d emails, %d posts; want one each", r, m, p)
 	}
 	for i, c := range turns[0].Calls {
@@ -156,7 +146,7 @@ func TestThreeToolsRepeated(t *testing.T) {
 			t.Errorf("second turn, %s: %v %q", again.ToolUse.Name, again.Result.Outcome, again.Result.Text)
 		}
 	}
-	got := api.requests()[2].results()
+	got := api.Requests()[2].ToolResults()
 	if len(got) != 3 || got[0].ToolUseID != "toolu_4" || got[1].ToolUseID != "toolu_5" || got[2].ToolUseID != "toolu_6" {
 		t.Fatalf("tool_results of the second turn, in order: %+v", got)
 	}
@@ -168,10 +158,10 @@ func TestThreeToolsRepeated(t *testing.T) {
 func TestSDKRetriesNeitherHideNorDuplicate(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	refund := callTool("toolu_01", "refund_order", `{"orderId": "ord_1001", "amount": 1500}`)
+	refund := CallTools("Let me do that.", ToolUse{"toolu_01", "refund_order", `{"orderId": "ord_1001", "amount": 1500}`})
 	api := newStandIn(t,
-		step{status: 529}, step{status: 429}, refund, // turn 1: two retries
-		step{status: 500}, step{status: 408}, say("Refunded."), // turn 2, carrying the result
+		Step{Status: 529}, Step{Status: 429}, refund, // turn 1: two retries
+		Step{Status: 500}, Step{Status: 408}, Say("Refunded."), // turn 2, carrying the result
 	)
 	_, turns, err := w.run(t, api, 2, nil)
 	if err != nil {
@@ -183,7 +173,7 @@ func TestSDKRetriesNeitherHideNorDuplicate(t *testing.T) {
 	if len(turns) != 2 || len(turns[0].Calls) != 1 || turns[0].Calls[0].Result.Outcome != client.Executed {
 		t.Fatalf("turns: %+v", turns)
 	}
-	reqs := api.requests()
+	reqs := api.Requests()
 	if len(reqs) != 6 {
 		t.Fatalf("requests: %d, want 6", len(reqs))
 	}
@@ -192,7 +182,7 @@ func TestSDKRetriesNeitherHideNorDuplicate(t *testing.T) {
 			t.Errorf("resend %d differs from the first send of turn 2", i)
 		}
 	}
-	if got := reqs[5].results(); len(got) != 1 || got[0].ToolUseID != "toolu_01" || !strings.HasPrefix(got[0].Text, "Done: ") {
+	if got := reqs[5].ToolResults(); len(got) != 1 || got[0].ToolUseID != "toolu_01" || !strings.HasPrefix(got[0].Text, "Done: ") {
 		t.Errorf("tool_result delivered: %+v", got)
 	}
 }
@@ -204,10 +194,10 @@ func TestSDKRetriesExhaustedThenResumed(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	api := newStandIn(t,
-		callTool("toolu_01", "refund_order", `{"orderId": "ord_1001", "amount": 1500, "note": "broken"}`),
-		step{drop: true}, step{status: 500}, // turn 2 fails, retry included
-		callTool("toolu_02", "refund_order", `{"orderId": "ord_1001", "amount": 1500.0, "note": "the parcel was broken"}`),
-		say("Refunded."),
+		CallTools("Let me do that.", ToolUse{"toolu_01", "refund_order", `{"orderId": "ord_1001", "amount": 1500, "note": "broken"}`}),
+		Step{Drop: true}, Step{Status: 500}, // turn 2 fails, retry included
+		CallTools("Let me do that.", ToolUse{"toolu_02", "refund_order", `{"orderId": "ord_1001", "amount": 1500.0, "note": "the parcel was broken"}`}),
+		Say("Refunded."),
 	)
 	conv, _, err := w.run(t, api, 1, nil)
 	var apiErr *anthropic.Error
@@ -222,8 +212,8 @@ func TestSDKRetriesExhaustedThenResumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := api.requests()
-	if got := reqs[3].results(); len(got) != 1 || got[0].ToolUseID != "toolu_01" || !strings.HasPrefix(got[0].Text, "Done: ") {
+	reqs := api.Requests()
+	if got := reqs[3].ToolResults(); len(got) != 1 || got[0].ToolUseID != "toolu_01" || !strings.HasPrefix(got[0].Text, "Done: ") {
 		t.Errorf("the resumed run did not deliver the first result: %+v", got)
 	}
 	if got := turns[0].Calls[0].Result; got.Outcome != client.AlreadyDone {

@@ -1,8 +1,31 @@
+// Command claude is a complete Claude tool loop whose three side-effecting
+// tools run through idemkit: send_reply sends an email (an API with no
+// idempotency), refund_order refunds a Stripe payment, and publish_post
+// publishes a post on an API that honours the IETF Idempotency-Key header.
+// However the model repeats a call — with a new tool_use id, a rephrased
+// note, after a dropped connection — each action happens once, and the
+// model is told so.
+//
+// It runs against the bundled fake providers, started in-process, and
+// prints the transcript: each tool call, what the model was told, and the
+// effects counted from the fakes' journals. With ANTHROPIC_API_KEY set it
+// talks to the real Messages API:
+//
+//	go run ./examples/claude "Order ord_1001 arrived broken; refund it and tell the customer on ticket 42."
+//
+// Without it (or with -offline) the model is a script served by a local
+// stand-in for the Messages API (see OfflineScript):
+//
+//	go run ./examples/claude
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -17,73 +40,155 @@ import (
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/providers/idemhttp"
-	"github.com/idemkit/idemkit/providers/mail"
-	"github.com/idemkit/idemkit/providers/stripe"
 )
 
+// DefaultPrompt is the user's message when none is given.
+const DefaultPrompt = "Order ord_1001 arrived broken: refund its 15.00 EUR, reply to alice@example.com on ticket 42, " +
+	"and publish a short status post (slug broken-shipments) on the status channel."
+
 func main() {
-	prompt := strings.Join(os.Args[1:], " ")
+	offline := flag.Bool("offline", false, "talk to the scripted Messages API even when ANTHROPIC_API_KEY is set")
+	flag.Parse()
+	if err := run(context.Background(), os.Stdout, *offline || os.Getenv("ANTHROPIC_API_KEY") == "", strings.Join(flag.Args(), " ")); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// run runs the example, offline or on the real Messages API, with a new
+// ledger: the fakes live as long as the process, so must their records.
+func run(ctx context.Context, out io.Writer, offline bool, prompt string) error {
+	if offline && prompt != "" {
+		return fmt.Errorf("the scripted model answers its own prompt only; set ANTHROPIC_API_KEY to ask %q", prompt)
+	}
 	if prompt == "" {
-		prompt = "Order ord_1001 arrived broken: refund its 15.00 EUR, reply to alice@example.com on ticket 42, and publish a short status post (slug broken-shipments) on the status channel."
+		prompt = DefaultPrompt
 	}
-	ctx := context.Background()
-	mailSrv, stripeSrv, postSrv := mailfake.NewServer(nil), stripefake.NewServer(nil), idemfake.NewServer(nil)
-	defer mailSrv.Close()
-	defer stripeSrv.Close()
-	defer postSrv.Close()
-	shop, err := NewShop(ctx, mailSrv.URL, stripeSrv.URL, postSrv.URL)
+	dir, err := os.MkdirTemp("", "idemkit-claude-example")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	store, err := ledgersqlite.Open(ctx, filepath.Join(os.TempDir(), "idemkit-claude-example.db"), nil)
+	defer os.RemoveAll(dir)
+	w, err := NewWorld(ctx, filepath.Join(dir, "ledger.db"))
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	defer store.Close()
-	exec := client.New(store, nil)
-	tools, err := claude.Register(exec, shop.Tools()...)
+	defer w.Close()
+	if offline {
+		api := NewScriptedAPI(OfflineScript()...)
+		defer api.Close()
+		err = w.Offline(ctx, out, api)
+	} else {
+		api := anthropic.NewClient() // ANTHROPIC_API_KEY
+		err = w.Converse(ctx, out, &api.Messages, prompt)
+	}
+	fmt.Fprintf(out, "effects in the fakes' journals: %s\n", w.Effects())
+	return err
+}
+
+// World is the example's setup: the fake providers, started in-process,
+// the shop on them, and an executor on a SQLite ledger with the shop's
+// tools registered.
+type World struct {
+	// Mail, Stripe and Posts are the fake providers.
+	Mail   *mailfake.Server
+	Stripe *stripefake.Server
+	Posts  *idemfake.Server
+	// Exec executes the tool calls.
+	Exec *client.Executor
+	// Tools are the tools' declarations for the model.
+	Tools []anthropic.ToolUnionParam
+	store *ledgersqlite.Store
+}
+
+// NewWorld starts the fakes, creates the shop's paid order and opens the
+// ledger at ledgerPath. Close it.
+func NewWorld(ctx context.Context, ledgerPath string) (*World, error) {
+	w := &World{Mail: mailfake.NewServer(nil), Stripe: stripefake.NewServer(nil), Posts: idemfake.NewServer(nil)}
+	shop, err := NewShop(ctx, w.Mail.URL, w.Stripe.URL, w.Posts.URL)
+	if err == nil {
+		w.store, err = ledgersqlite.Open(ctx, ledgerPath, nil)
+	}
+	if err == nil {
+		w.Exec = client.New(w.store, nil)
+		w.Tools, err = claude.Register(w.Exec, shop.Tools()...)
+	}
 	if err != nil {
-		log.Fatal(err)
+		w.Close()
+		return nil, err
 	}
-	api := anthropic.NewClient() // ANTHROPIC_API_KEY
-	conv, err := claude.Run(ctx, &api.Messages, exec, "claude-example-run", Params(tools, prompt), &claude.Config{
+	return w, nil
+}
+
+// Close closes the ledger and stops the fakes.
+func (w *World) Close() {
+	if w.store != nil {
+		_ = w.store.Close()
+	}
+	w.Mail.Close()
+	w.Stripe.Close()
+	w.Posts.Close()
+}
+
+// Effects counts the effects in the fakes' journals.
+type Effects struct {
+	Refunds, Replies, Posts int
+}
+
+// String lists the counts.
+func (e Effects) String() string {
+	return fmt.Sprintf("refunds: %d, replies: %d, posts: %d", e.Refunds, e.Replies, e.Posts)
+}
+
+// Effects counts what the providers did, from their journals.
+func (w *World) Effects() Effects {
+	return Effects{
+		Refunds: len(fakes.Filter(w.Stripe.Journal(), fakes.KindRefund, "")),
+		Replies: len(w.Mail.Journal()),
+		Posts:   len(w.Posts.Journal()),
+	}
+}
+
+// Converse runs the conversation that prompt starts, on api under one run
+// id, and writes its transcript to out.
+func (w *World) Converse(ctx context.Context, out io.Writer, api claude.Messages, prompt string) error {
+	fmt.Fprintf(out, "user: %s\n", prompt)
+	_, err := claude.Run(ctx, api, w.Exec, "claude-example-run", Params(w.Tools, prompt), &claude.Config{
 		OnTurn: func(_ context.Context, t claude.Turn) error {
-			for _, c := range t.Calls {
-				fmt.Printf("turn %d: %s %s -> %s\n", t.N, c.ToolUse.Name, c.ToolUse.Input, c.Result.Text)
-			}
+			printTurn(out, t)
 			return nil
 		},
 	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, b := range conv.Final.Content {
-		if b.Type == "text" {
-			fmt.Println(b.Text)
-		}
-	}
-	fmt.Printf("refunds: %d, replies: %d, posts: %d\n",
-		len(fakes.Filter(stripeSrv.Journal(), fakes.KindRefund, "")), len(mailSrv.Journal()), len(postSrv.Journal()))
+	return err
 }
 
-// NewShop connects the providers at the given base URLs and creates the
-// paid order ord_1001 (15.00 EUR).
-func NewShop(ctx context.Context, mailURL, stripeURL, postsURL string) (*Shop, error) {
-	s := &Shop{
-		Mail:   mail.New(mailURL, nil),
-		Stripe: stripe.New(stripeURL, &stripe.Config{APIKey: "sk_test_example"}),
-		Posts:  idemhttp.New(postsURL, nil),
-		From:   "support@shop.example",
+// printTurn writes one turn of a transcript: the model's text, then each
+// tool call with its input and the tool_result text the model was told.
+func printTurn(out io.Writer, t claude.Turn) {
+	for _, b := range t.Message.Content {
+		if b.Type == "text" {
+			fmt.Fprintf(out, "claude (turn %d): %s\n", t.N, b.Text)
+		}
 	}
-	pi, err := s.Stripe.PaymentIntents.Create(ctx, "ord_1001-payment", stripe.PaymentIntentParams{
-		Amount: 1500, Currency: "eur", PaymentMethod: "pm_card_visa", Confirm: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claude example: paying order ord_1001: %w", err)
+	for _, c := range t.Calls {
+		fmt.Fprintf(out, "  %s %s\n", c.ToolUse.Name, compact(c.ToolUse.Input))
+		told := "told"
+		if c.Result.IsError {
+			told += " (is_error)"
+		}
+		fmt.Fprintf(out, "    %s: %s\n", told, c.Result.Text)
 	}
-	s.Orders = map[string]string{"ord_1001": pi.ID}
-	return s, nil
+	if t.Err != nil {
+		fmt.Fprintf(out, "  idemkit could not guard some calls: %v\n", t.Err)
+	}
+}
+
+// compact returns a JSON value on one line.
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
 }
 
 // Params is the first request of the conversation.

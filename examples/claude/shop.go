@@ -1,25 +1,9 @@
-// Command claude is a complete Claude tool loop whose three side-effecting
-// tools run through idemkit: send_reply sends an email (an API with no
-// idempotency), refund_order refunds a Stripe payment, and publish_post
-// publishes a post on an API that honours the IETF Idempotency-Key header.
-// However the model repeats a call — with a new tool_use id, a rephrased
-// note, after a dropped connection — each action happens once, and the
-// model is told so.
-//
-// It runs against the bundled fake providers, started in-process, and the
-// real Messages API (ANTHROPIC_API_KEY):
-//
-//	go run ./examples/claude "Order ord_1001 arrived broken; refund it and tell the customer on ticket 42."
-//
-// The tests drive the same loop offline, against a scripted stand-in for the
-// Messages API.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/idemkit/idemkit/agent/claude"
 	"github.com/idemkit/idemkit/client"
@@ -42,6 +26,25 @@ type Shop struct {
 	Orders map[string]string
 	// From is the sender of replies.
 	From string
+}
+
+// NewShop connects the providers at the given base URLs and creates the
+// paid order ord_1001 (15.00 EUR).
+func NewShop(ctx context.Context, mailURL, stripeURL, postsURL string) (*Shop, error) {
+	s := &Shop{
+		Mail:   mail.New(mailURL, nil),
+		Stripe: stripe.New(stripeURL, &stripe.Config{APIKey: "sk_test_example"}),
+		Posts:  idemhttp.New(postsURL, nil),
+		From:   "support@shop.example",
+	}
+	pi, err := s.Stripe.PaymentIntents.Create(ctx, "ord_1001-payment", stripe.PaymentIntentParams{
+		Amount: 1500, Currency: "eur", PaymentMethod: "pm_card_visa", Confirm: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claude example: paying order ord_1001: %w", err)
+	}
+	s.Orders = map[string]string{"ord_1001": pi.ID}
+	return s, nil
 }
 
 // ErrUnknownOrder is in the chain of a refund for an order the shop does
@@ -100,38 +103,20 @@ func (s *Shop) Tools() []claude.Tool {
 	}}
 }
 
-// fields reads a call's input with the normalizers of its identity and
-// validated fields, so the tool acts on exactly the values its key was
-// derived from.
-func fields(inv client.Invocation, want map[string]client.Normalizer) (map[string]any, error) {
-	obj, err := client.ParseInput(inv.Input, 0)
-	if err != nil {
-		return nil, client.Permanent(err)
-	}
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		out[k] = v
-		if n := want[k]; n != nil {
-			if out[k], err = n.Normalize(v); err != nil {
-				return nil, client.Permanent(fmt.Errorf("%s: %w", k, err))
-			}
-		}
-	}
-	return out, nil
-}
-
 func (s *Shop) sendReply(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-	in, err := fields(inv, map[string]client.Normalizer{"ticketId": client.String, "to": client.Email})
-	if err != nil {
-		return client.Effect{}, err
+	var in struct {
+		TicketID string `json:"ticketId"` // client.String: 42 arrives as "42"
+		To       string `json:"to"`
+		Text     string `json:"text"`
 	}
-	to, _ := in["to"].(string)
-	text, _ := in["text"].(string)
-	if to == "" || text == "" {
+	if err := inv.Bind(&in); err != nil {
+		return client.Effect{}, err // permanent: nothing was done
+	}
+	if in.To == "" || in.Text == "" {
 		return client.Effect{}, client.Permanent(errors.New("send_reply needs to and text"))
 	}
 	m, err := s.Mail.Send(ctx, inv.DownstreamKey, mail.Message{
-		From: s.From, To: to, Subject: fmt.Sprintf("Re: ticket %v", in["ticketId"]), Text: text,
+		From: s.From, To: in.To, Subject: "Re: ticket " + in.TicketID, Text: in.Text,
 	})
 	if err != nil {
 		return client.Effect{}, err // a *providers.ProviderError knows its class
@@ -140,47 +125,50 @@ func (s *Shop) sendReply(ctx context.Context, inv client.Invocation) (client.Eff
 }
 
 func (s *Shop) refundOrder(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-	in, err := fields(inv, map[string]client.Normalizer{"orderId": client.Trimmed, "amount": client.Integer})
-	if err != nil {
-		return client.Effect{}, err
-	}
-	order := in["orderId"].(string)
-	pi, ok := s.Orders[order]
-	if !ok {
-		return client.Effect{}, client.Permanent(fmt.Errorf("%w %s", ErrUnknownOrder, order))
-	}
-	cents, err := strconv.ParseInt(fmt.Sprint(in["amount"]), 10, 64)
-	if err != nil || cents <= 0 {
-		return client.Effect{}, client.Permanent(fmt.Errorf("amount: %v is not a positive number of cents", in["amount"]))
-	}
-	// The note is free text the model may rephrase: it is not sent, since
+	// The note is free text the model may rephrase: it is not read, since
 	// Stripe compares the parameters of a repeated Idempotency-Key.
-	re, err := s.Stripe.Refunds.Create(ctx, inv.DownstreamKey, stripe.RefundParams{PaymentIntent: pi, Amount: cents})
+	var in struct {
+		OrderID string `json:"orderId"` // client.Trimmed
+		Amount  int64  `json:"amount"`  // client.Integer: "1500" and 1500.0 arrive as 1500
+	}
+	if err := inv.Bind(&in); err != nil {
+		return client.Effect{}, err
+	}
+	pi, ok := s.Orders[in.OrderID]
+	if !ok {
+		return client.Effect{}, client.Permanent(fmt.Errorf("%w %s", ErrUnknownOrder, in.OrderID))
+	}
+	if in.Amount <= 0 {
+		return client.Effect{}, client.Permanent(fmt.Errorf("amount: %d is not a positive number of cents", in.Amount))
+	}
+	re, err := s.Stripe.Refunds.Create(ctx, inv.DownstreamKey, stripe.RefundParams{PaymentIntent: pi, Amount: in.Amount})
 	if err != nil {
 		return client.Effect{}, err
 	}
-	return client.Effect{Summary: fmt.Sprintf("%s for order %s", re.Summary(), order), Ref: re.ID}, nil
+	return client.Effect{Summary: fmt.Sprintf("%s for order %s", re.Summary(), in.OrderID), Ref: re.ID}, nil
 }
 
 func (s *Shop) publishPost(ctx context.Context, inv client.Invocation) (client.Effect, error) {
-	in, err := fields(inv, map[string]client.Normalizer{"slug": client.CaseFolded, "channel": client.Trimmed})
-	if err != nil {
+	var in struct {
+		Slug    string `json:"slug"` // client.CaseFolded
+		Channel string `json:"channel"`
+		Body    string `json:"body"`
+	}
+	if err := inv.Bind(&in); err != nil {
 		return client.Effect{}, err
 	}
-	body, _ := in["body"].(string)
-	channel, _ := in["channel"].(string)
-	if body == "" || channel == "" {
+	if in.Body == "" || in.Channel == "" {
 		return client.Effect{}, client.Permanent(errors.New("publish_post needs channel and body"))
 	}
 	var post struct {
 		ID string `json:"id"`
 	}
 	req := map[string]any{
-		"sku": "post/" + in["slug"].(string), "quantity": 1, "customer": channel,
-		"metadata": map[string]string{"body": body},
+		"sku": "post/" + in.Slug, "quantity": 1, "customer": in.Channel,
+		"metadata": map[string]string{"body": in.Body},
 	}
 	if _, err := s.Posts.Post(ctx, inv.DownstreamKey, "/v1/orders", req, &post); err != nil {
 		return client.Effect{}, err
 	}
-	return client.Effect{Summary: fmt.Sprintf("post %s published on %s (%s)", in["slug"], channel, post.ID), Ref: post.ID}, nil
+	return client.Effect{Summary: fmt.Sprintf("post %s published on %s (%s)", in.Slug, in.Channel, post.ID), Ref: post.ID}, nil
 }
