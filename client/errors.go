@@ -3,75 +3,32 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"github.com/idemkit/idemkit/errclass"
 )
 
-// ErrorClass says what a tool's error means for its side effect.
-type ErrorClass int
-
-const (
-	// ClassAmbiguous: the effect may have happened (a timeout after the
-	// request was sent, a reset, a 5xx, a panic). The record becomes
-	// uncertain and nobody acts again before reconciling. It is the class of
-	// every error that does not say otherwise: assuming "nothing happened"
-	// when something did is how duplicates are made.
-	ClassAmbiguous ErrorClass = iota
-	// ClassDefinite: nothing happened and a retry may succeed (a dial error
-	// before the request was written, a 429, a 503 with Retry-After).
-	ClassDefinite
-	// ClassPermanent: nothing happened and the same call will fail again
-	// (a validation error, a declined card).
-	ClassPermanent
-)
-
-func (c ErrorClass) String() string {
-	switch c {
-	case ClassDefinite:
-		return "definite"
-	case ClassPermanent:
-		return "permanent"
-	default:
-		return "ambiguous"
-	}
-}
-
-// Classified is implemented by errors that know what happened to the side
-// effect; provider errors implement it. ClassOf finds it with errors.As.
-type Classified interface {
-	error
-	ErrorClass() ErrorClass
-}
-
-// ClassOf returns the class of a tool's error: the class of the first
-// Classified error in its chain, else ClassAmbiguous.
-func ClassOf(err error) ErrorClass {
-	var c Classified
-	if errors.As(err, &c) {
-		return c.ErrorClass()
-	}
-	return ClassAmbiguous
-}
-
+// classifiedError is an error marked by Definite, Permanent or Ambiguous.
 type classifiedError struct {
 	err   error
-	class ErrorClass
+	class errclass.Class
 }
 
-func (e *classifiedError) Error() string          { return e.err.Error() }
-func (e *classifiedError) Unwrap() error          { return e.err }
-func (e *classifiedError) ErrorClass() ErrorClass { return e.class }
+func (e *classifiedError) Error() string              { return e.err.Error() }
+func (e *classifiedError) Unwrap() error              { return e.err }
+func (e *classifiedError) ErrorClass() errclass.Class { return e.class }
 
 // Definite marks err as a failure that did nothing and may succeed later.
-func Definite(err error) error { return classify(err, ClassDefinite) }
+func Definite(err error) error { return classify(err, errclass.Definite) }
 
 // Permanent marks err as a failure that did nothing and will not succeed on
 // retry with the same input.
-func Permanent(err error) error { return classify(err, ClassPermanent) }
+func Permanent(err error) error { return classify(err, errclass.Permanent) }
 
 // Ambiguous marks err as a failure after which the effect may exist.
 // Unmarked errors are treated the same way; Ambiguous documents intent.
-func Ambiguous(err error) error { return classify(err, ClassAmbiguous) }
+func Ambiguous(err error) error { return classify(err, errclass.Ambiguous) }
 
-func classify(err error, c ErrorClass) error {
+func classify(err error, c errclass.Class) error {
 	if err == nil {
 		return nil
 	}

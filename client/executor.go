@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -210,15 +211,15 @@ func (e *Executor) direct(ctx context.Context, t *Tool, id identity, runID strin
 	}}
 	eff, err := r.runTool(ctx)
 	var res Result
-	switch class := ClassOf(err); {
+	switch class := errclass.Of(err); {
 	case err == nil:
 		e.n.executed.Add(1)
 		res = r.doneResult(Executed, ledger.Clip(eff.Summary, ledger.MaxSummaryBytes), eff.Ref, eff.Result)
-	case class == ClassAmbiguous:
+	case class == errclass.Ambiguous:
 		e.n.uncertain.Add(1)
 		res = Result{Outcome: Uncertain, IsError: true, Key: id.key, Attempt: 1, Err: err, Text: textUncertainManual}
 	default:
-		res = r.failed(err, class == ClassDefinite, err.Error())
+		res = r.failed(err, class == errclass.Definite, err.Error())
 	}
 	attrs := []slog.Attr{slog.String("outcome", res.Outcome.String())}
 	if err != nil {

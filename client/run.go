@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -190,14 +191,14 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 	if err == nil {
 		return r.completes(eff, Executed)
 	}
-	switch class := ClassOf(err); {
-	case class != ClassAmbiguous && resent:
+	switch class := errclass.Of(err); {
+	case class != errclass.Ambiguous && resent:
 		// A resend the provider refused (429, 409 while the first request
 		// is still running, a replayed rejection) says nothing about the
 		// earlier attempt, which may have taken effect.
 		return r.uncertains(fmt.Errorf("client: the resend failed (%w); an earlier attempt may have taken effect", err))
-	case class != ClassAmbiguous:
-		return func(ctx context.Context) (Result, error) { return r.fail(ctx, err, class == ClassDefinite) }
+	case class != errclass.Ambiguous:
+		return func(ctx context.Context) (Result, error) { return r.fail(ctx, err, class == errclass.Definite) }
 	}
 	// The effect may exist. Our request has returned: nothing of this
 	// attempt leaves after now. Ask the provider; if it says the effect
