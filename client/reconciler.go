@@ -2,27 +2,41 @@ package client
 
 import "context"
 
-// Verdict is a reconciler's answer about whether an effect exists.
+// Verdict is a reconciler's answer: what the executor may do about an
+// action whose effect may exist.
 type Verdict int
 
 const (
 	// VerdictUnknown: the provider could not tell (a lookup inside its
-	// search-index lag, an unreachable provider). The record stays uncertain.
+	// search-index lag, an unreachable provider). The record stays
+	// uncertain. It is the zero value: an answer nobody filled in never
+	// claims certainty.
 	VerdictUnknown Verdict = iota
 	// VerdictFound: the effect exists; Reconciliation.Effect describes it.
+	// The action is recorded done.
 	VerdictFound
-	// VerdictNotFound: the effect does not exist (a consistent lookup), or
-	// the provider deduplicates by the downstream key so that running the
-	// tool again with the same attempt cannot make a second effect.
-	VerdictNotFound
+	// VerdictResendSafe: whether the effect exists is not known, but
+	// running the tool again with the same attempt's downstream key cannot
+	// make a second one (the provider deduplicates that key, or upserts by
+	// it). The executor runs the tool again; a caller that cannot resend
+	// (the reconcile package's Sweeper) leaves the record as it is.
+	VerdictResendSafe
+	// VerdictAbsent: the effect does not exist and no earlier request can
+	// still create it (a conclusive lookup): the action definitely did not
+	// happen. The executor runs the tool again; the Sweeper records the
+	// action failed, so that a later call may run it.
+	VerdictAbsent
 )
 
+// String returns "unknown", "found", "resend safe" or "absent".
 func (v Verdict) String() string {
 	switch v {
 	case VerdictFound:
 		return "found"
-	case VerdictNotFound:
-		return "not found"
+	case VerdictResendSafe:
+		return "resend safe"
+	case VerdictAbsent:
+		return "absent"
 	default:
 		return "unknown"
 	}

@@ -243,8 +243,8 @@ var errEarlierUnknown = errors.New("client: the outcome of an earlier attempt is
 
 // reconcile asks the tool's reconciler whether the effect exists. done
 // reports that the call is settled by it (found: reported as foundAs; or
-// undecidable); when done is false the provider said "not found" and the
-// tool may run with the same downstream key.
+// undecidable); when done is false the effect is absent, or a resend is
+// safe, and the tool may run with the same downstream key.
 func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (settle, bool) {
 	if r.t.Reconciler == nil {
 		return r.uncertains(cause), true // no reconciler: it stays uncertain
@@ -264,7 +264,7 @@ func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (sett
 		return r.uncertains(fmt.Errorf("client: reconcile: %w", err)), true
 	case rec.Verdict == VerdictFound:
 		return r.completes(rec.Effect, foundAs), true
-	case rec.Verdict == VerdictNotFound:
+	case rec.Verdict == VerdictAbsent, rec.Verdict == VerdictResendSafe:
 		return nil, false
 	default:
 		reason := rec.Reason

@@ -20,7 +20,7 @@ type thing struct {
 	Object string `json:"object"`
 }
 
-func (t *thing) Check() error {
+func (t *thing) Validate() error {
 	if t.ID == "" || t.Object != "thing" {
 		return fmt.Errorf("not a thing: id %q, object %q", t.ID, t.Object)
 	}

@@ -30,7 +30,7 @@ type order struct {
 	Quantity int64  `json:"quantity"`
 }
 
-func (o *order) Check() error {
+func (o *order) Validate() error {
 	if o.ID == "" || o.Object != "order" {
 		return errors.New("not an order")
 	}

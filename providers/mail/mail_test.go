@@ -233,12 +233,12 @@ func TestLookupWithReconcilePolicy(t *testing.T) {
 		Clock: clock, InFlight: time.Second, MaxWait: 5 * time.Minute,
 		Sleep: func(_ context.Context, d time.Duration) error { clock.Advance(d); return nil },
 	})
-	f, err := policy.Check(ctx, client.Invocation{DownstreamKey: "k"}, false)
+	f, err := policy.ReconcileByLookup(ctx, client.Invocation{DownstreamKey: "k"})
 	if err != nil || f.Verdict != client.VerdictFound || f.Effect.Ref != sent.ID {
 		t.Fatalf("sent: %+v, %v", f, err)
 	}
-	f, err = policy.Check(ctx, client.Invocation{DownstreamKey: "never-sent"}, false)
-	if err != nil || f.Verdict != client.VerdictNotFound || !f.Absent {
+	f, err = policy.ReconcileByLookup(ctx, client.Invocation{DownstreamKey: "never-sent"})
+	if err != nil || f.Verdict != client.VerdictAbsent {
 		t.Fatalf("never sent: %+v, %v", f, err)
 	}
 }
