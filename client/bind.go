@@ -45,7 +45,7 @@ var ErrNotBound = errors.New("client: the invocation carries no parsed input (it
 // json.Number field takes a number exactly, as in encoding/json.
 //
 // A value the model sent that does not fit v (a string where v has an
-// integer) is an error that is permanent (ClassOf reports ClassPermanent:
+// integer) is an error that is permanent (errclass.Of reports errclass.Permanent:
 // nothing was done and the same input fails again) and wraps an
 // *InputError naming the field, so a tool may return it as it is.
 func (inv Invocation) Bind(v any) error {

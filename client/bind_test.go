@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -227,7 +228,7 @@ func TestBindStringTag(t *testing.T) {
 	var small struct {
 		Amount int8 `json:"amount,string"`
 	}
-	if err := inv.Bind(&small); !errors.As(err, &ie) || ie.Field != "amount" || !strings.Contains(ie.Msg, "want an integer") || client.ClassOf(err) != client.ClassPermanent {
+	if err := inv.Bind(&small); !errors.As(err, &ie) || ie.Field != "amount" || !strings.Contains(ie.Msg, "want an integer") || errclass.Of(err) != errclass.Permanent {
 		t.Errorf("1000 into an int8: %v", err)
 	}
 }
@@ -281,7 +282,7 @@ func TestBindWrongType(t *testing.T) {
 		t.Fatalf("%v %v ran=%v %s", res.Outcome, err, ran, res.Text)
 	}
 	var ie *client.InputError
-	if !errors.As(res.Err, &ie) || ie.Field != "box.count" || !errors.Is(res.Err, client.ErrFieldType) || client.ClassOf(res.Err) != client.ClassPermanent {
+	if !errors.As(res.Err, &ie) || ie.Field != "box.count" || !errors.Is(res.Err, client.ErrFieldType) || errclass.Of(res.Err) != errclass.Permanent {
 		t.Errorf("want a permanent *InputError for box.count, got %#v", res.Err)
 	}
 	if !strings.Contains(res.Text, "box.count") || !strings.Contains(res.Text, "want an integer") {
@@ -293,12 +294,12 @@ func TestBindMisuse(t *testing.T) {
 	t.Parallel()
 	var in struct{}
 	err := client.Invocation{Input: json.RawMessage(`{"a":1}`)}.Bind(&in)
-	if !errors.Is(err, client.ErrNotBound) || client.ClassOf(err) != client.ClassPermanent {
+	if !errors.Is(err, client.ErrNotBound) || errclass.Of(err) != errclass.Permanent {
 		t.Errorf("hand-made invocation: %v", err)
 	}
 	inv := bound(t, client.Tool{Name: "t", Identity: []client.Field{{Path: "a"}}}, `{"a":1}`)
 	for _, v := range []any{in, nil, (*struct{})(nil)} {
-		if err := inv.Bind(v); err == nil || client.ClassOf(err) != client.ClassPermanent {
+		if err := inv.Bind(v); err == nil || errclass.Of(err) != errclass.Permanent {
 			t.Errorf("Bind(%T): %v", v, err)
 		}
 	}

@@ -25,7 +25,7 @@
 //	                        configuration error in the application, not in your input. Nothing was done;
 //	                        retrying will not help.
 //
-// Errors a tool returns are classified with ClassOf. Mark them with
+// Errors a tool returns are classified with errclass.Of. Mark them with
 // Definite (nothing happened, may retry), Permanent (nothing happened,
 // will not succeed) or Ambiguous; an unmarked error is ambiguous, because
 // treating a timeout that actually succeeded as "nothing happened" is how

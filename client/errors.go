@@ -1,78 +1,34 @@
 package client
 
 import (
-	"context"
 	"errors"
 	"fmt"
+
+	"github.com/idemkit/idemkit/errclass"
 )
 
-// ErrorClass says what a tool's error means for its side effect.
-type ErrorClass int
-
-const (
-	// ClassAmbiguous: the effect may have happened (a timeout after the
-	// request was sent, a reset, a 5xx, a panic). The record becomes
-	// uncertain and nobody acts again before reconciling. It is the class of
-	// every error that does not say otherwise: assuming "nothing happened"
-	// when something did is how duplicates are made.
-	ClassAmbiguous ErrorClass = iota
-	// ClassDefinite: nothing happened and a retry may succeed (a dial error
-	// before the request was written, a 429, a 503 with Retry-After).
-	ClassDefinite
-	// ClassPermanent: nothing happened and the same call will fail again
-	// (a validation error, a declined card).
-	ClassPermanent
-)
-
-func (c ErrorClass) String() string {
-	switch c {
-	case ClassDefinite:
-		return "definite"
-	case ClassPermanent:
-		return "permanent"
-	default:
-		return "ambiguous"
-	}
-}
-
-// Classified is implemented by errors that know what happened to the side
-// effect; provider errors implement it. ClassOf finds it with errors.As.
-type Classified interface {
-	error
-	ErrorClass() ErrorClass
-}
-
-// ClassOf returns the class of a tool's error: the class of the first
-// Classified error in its chain, else ClassAmbiguous.
-func ClassOf(err error) ErrorClass {
-	var c Classified
-	if errors.As(err, &c) {
-		return c.ErrorClass()
-	}
-	return ClassAmbiguous
-}
-
+// classifiedError is an error marked by Definite, Permanent or Ambiguous.
 type classifiedError struct {
 	err   error
-	class ErrorClass
+	class errclass.Class
 }
 
-func (e *classifiedError) Error() string          { return e.err.Error() }
-func (e *classifiedError) Unwrap() error          { return e.err }
-func (e *classifiedError) ErrorClass() ErrorClass { return e.class }
+func (e *classifiedError) Error() string              { return e.err.Error() }
+func (e *classifiedError) Unwrap() error              { return e.err }
+func (e *classifiedError) ErrorClass() errclass.Class { return e.class }
 
 // Definite marks err as a failure that did nothing and may succeed later.
-func Definite(err error) error { return classify(err, ClassDefinite) }
+func Definite(err error) error { return classify(err, errclass.Definite) }
 
 // Permanent marks err as a failure that did nothing and will not succeed on
 // retry with the same input.
-func Permanent(err error) error { return classify(err, ClassPermanent) }
+func Permanent(err error) error { return classify(err, errclass.Permanent) }
 
 // Ambiguous marks err as a failure after which the effect may exist.
 // Unmarked errors are treated the same way; Ambiguous documents intent.
-func Ambiguous(err error) error { return classify(err, ClassAmbiguous) }
+func Ambiguous(err error) error { return classify(err, errclass.Ambiguous) }
 
-func classify(err error, c ErrorClass) error {
+func classify(err error, c errclass.Class) error {
 	if err == nil {
 		return nil
 	}
@@ -118,55 +74,3 @@ var (
 	ErrDuplicateKey = errors.New("client: duplicate key in JSON object")
 	ErrUnsafeNumber = errors.New("client: integer beyond 2^53 cannot be hashed exactly")
 )
-
-// Verdict is a reconciler's answer about whether an effect exists.
-type Verdict int
-
-const (
-	// VerdictUnknown: the provider could not tell (a lookup inside its
-	// search-index lag, an unreachable provider). The record stays uncertain.
-	VerdictUnknown Verdict = iota
-	// VerdictFound: the effect exists; Reconciliation.Effect describes it.
-	VerdictFound
-	// VerdictNotFound: the effect does not exist (a consistent lookup), or
-	// the provider deduplicates by the downstream key so that running the
-	// tool again with the same attempt cannot make a second effect.
-	VerdictNotFound
-)
-
-func (v Verdict) String() string {
-	switch v {
-	case VerdictFound:
-		return "found"
-	case VerdictNotFound:
-		return "not found"
-	default:
-		return "unknown"
-	}
-}
-
-// Reconciliation is the answer of a Reconciler.
-type Reconciliation struct {
-	Verdict Verdict
-	Effect  Effect // VerdictFound: the existing effect
-	Reason  string // VerdictUnknown: why it could not be decided
-}
-
-// Reconciler asks the provider whether the effect of an action exists. The
-// executor calls it before acting over a record whose effect may exist: an
-// uncertain record, a pending record whose owner's lease expired, and right
-// after the tool returned an ambiguous error. inv carries the same key and
-// attempt the earlier run used.
-//
-// Package reconcile builds Reconcilers from what provider adapters declare.
-type Reconciler interface {
-	Reconcile(ctx context.Context, inv Invocation) (Reconciliation, error)
-}
-
-// ReconcilerFunc adapts a function to Reconciler.
-type ReconcilerFunc func(ctx context.Context, inv Invocation) (Reconciliation, error)
-
-// Reconcile calls f.
-func (f ReconcilerFunc) Reconcile(ctx context.Context, inv Invocation) (Reconciliation, error) {
-	return f(ctx, inv)
-}

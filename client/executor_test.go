@@ -396,7 +396,8 @@ func TestAmbiguousThenReconcile(t *testing.T) {
 		state    ledger.State
 	}{
 		{"found", client.Reconciliation{Verdict: client.VerdictFound, Effect: client.Effect{Summary: "found it", Ref: "msg_9"}}, nil, client.Executed, 1, ledger.StateDone},
-		{"not found reruns with the same key", client.Reconciliation{Verdict: client.VerdictNotFound}, nil, client.Executed, 2, ledger.StateDone},
+		{"resend safe reruns with the same key", client.Reconciliation{Verdict: client.VerdictResendSafe}, nil, client.Executed, 2, ledger.StateDone},
+		{"absent reruns with the same key", client.Reconciliation{Verdict: client.VerdictAbsent}, nil, client.Executed, 2, ledger.StateDone},
 		{"unknown", client.Reconciliation{Verdict: client.VerdictUnknown, Reason: "inside the search index lag"}, nil, client.Uncertain, 1, ledger.StateUncertain},
 		{"lookup error", client.Reconciliation{}, errors.New("provider down"), client.Uncertain, 1, ledger.StateUncertain},
 	}
@@ -442,7 +443,7 @@ func TestAmbiguousThenReconcile(t *testing.T) {
 func TestTakeoverOfAbandonedClaimReconcilesFirst(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, verdict := range []client.Verdict{client.VerdictFound, client.VerdictNotFound, client.VerdictUnknown} {
+	for _, verdict := range []client.Verdict{client.VerdictFound, client.VerdictResendSafe, client.VerdictAbsent, client.VerdictUnknown} {
 		t.Run(verdict.String(), func(t *testing.T) {
 			t.Parallel()
 			var runs atomic.Int64
@@ -474,10 +475,10 @@ func TestTakeoverOfAbandonedClaimReconcilesFirst(t *testing.T) {
 				if runs.Load() != 0 {
 					t.Fatal("ran although the effect was found")
 				}
-			case client.VerdictNotFound:
+			case client.VerdictResendSafe, client.VerdictAbsent:
 				wantOutcome(t, r, client.Executed, "Done")
 				if runs.Load() != 1 {
-					t.Fatal("did not run after not found")
+					t.Fatalf("did not run after %s", verdict)
 				}
 			default:
 				wantOutcome(t, r, client.Uncertain, "do not retry")
@@ -769,7 +770,7 @@ func TestRefusedResendAfterReconcileStaysUncertain(t *testing.T) {
 				}
 				return client.Effect{}, client.Definite(errors.New("409 idempotency_key_in_use"))
 			})
-			tool.Reconciler = &verdicts{v: client.Reconciliation{Verdict: client.VerdictNotFound}}
+			tool.Reconciler = &verdicts{v: client.Reconciliation{Verdict: client.VerdictResendSafe}}
 			f := newFixture(t, nil, tool)
 			in := `{"ticketId":"5"}`
 			if takeover {

@@ -97,7 +97,7 @@ func TestNoResendAfterTheClaimWasLost(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			var runs atomic.Int64
-			rec := &verdicts{v: client.Reconciliation{Verdict: client.VerdictNotFound}}
+			rec := &verdicts{v: client.Reconciliation{Verdict: client.VerdictResendSafe}}
 			f := &fixture{clock: ledgertest.NewClock(t0)}
 			f.store = ledgermem.New(&ledgermem.Config{Clock: f.clock})
 			if backend == "sqlite" {
@@ -158,7 +158,7 @@ func TestResendNeedsRenewal(t *testing.T) {
 					}
 					return client.Effect{Summary: "sent"}, nil
 				})
-				rec := &verdicts{v: client.Reconciliation{Verdict: client.VerdictNotFound}}
+				rec := &verdicts{v: client.Reconciliation{Verdict: client.VerdictResendSafe}}
 				tool.Reconciler = rec
 				f := &fixture{clock: ledgertest.NewClock(t0)}
 				inner := ledgermem.New(&ledgermem.Config{Clock: f.clock})

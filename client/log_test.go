@@ -58,7 +58,7 @@ func TestLogEvents(t *testing.T) {
 			}
 			return client.Effect{Summary: "sent", Ref: "msg_1"}, nil
 		})
-		tool.Reconciler = &verdicts{v: client.Reconciliation{Verdict: client.VerdictNotFound}}
+		tool.Reconciler = &verdicts{v: client.Reconciliation{Verdict: client.VerdictResendSafe}}
 		f := newFixture(t, &client.Config{LogInput: logInput,
 			Logger: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}, tool)
 		in := `{"ticketId":"5","text":"` + secret + `"}`
@@ -74,7 +74,7 @@ func TestLogEvents(t *testing.T) {
 				t.Errorf("%s: attrs %v", msg, ev)
 			}
 		}
-		if ev := find(evs, "idemkit reconcile"); ev["verdict"] != "not found" || ev["latency"] == nil {
+		if ev := find(evs, "idemkit reconcile"); ev["verdict"] != "resend safe" || ev["latency"] == nil {
 			t.Errorf("reconcile event %v", ev)
 		}
 		if ev := find(evs, "idemkit call"); ev["outcome"] != "executed" || ev["latency"] == nil {

@@ -53,7 +53,7 @@ type Tool struct {
 	// validated fields only: a provider that compares the parameters of a
 	// repeated key (Stripe, the IETF Idempotency-Key draft) rejects a
 	// resend whose free text the model rephrased. A returned error is
-	// classified with ClassOf: unmarked errors count as ambiguous (the
+	// classified with errclass.Of: unmarked errors count as ambiguous (the
 	// record becomes uncertain).
 	Run func(ctx context.Context, inv Invocation) (Effect, error)
 	// Reconciler is asked before acting over a record whose effect may

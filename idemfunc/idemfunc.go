@@ -32,6 +32,7 @@ import (
 	jmespath "github.com/jmespath-community/go-jmespath"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 )
 
 // Errors a wrapped function returns for outcomes that carry no Out.
@@ -112,7 +113,7 @@ type holderKey struct{ name string }
 //   - otherwise an error matching ErrInProgress, ErrUncertain,
 //     ErrConflict, ErrInvalidInput or ErrResultNotKept, wrapping the cause.
 //
-// fn's errors are classified with client.ClassOf: mark a failure that
+// fn's errors are classified with errclass.Of: mark a failure that
 // did nothing with client.Definite or client.Permanent; an unmarked error
 // leaves the call uncertain, unless Options.ErrorsAreDefinite.
 func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, error), error) {
@@ -175,7 +176,7 @@ func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 			}
 			out, err := fn(context.WithValue(ctx, downstreamKey{}, inv.DownstreamKey), h.in)
 			if err != nil {
-				var c client.Classified
+				var c errclass.Classified
 				if opts.ErrorsAreDefinite && !errors.As(err, &c) {
 					err = client.Definite(err)
 				}

@@ -98,14 +98,14 @@ func emailHarness(clock ledger.Clock, rec func(o *outbox) client.Reconciler) (id
 }
 
 // The cases fail a tool that retries blindly: a reconciler that always
-// answers "not found" lets the resumed run send the email again.
+// answers "resend safe" lets the resumed run send the email again.
 //
 // The cases run in a nested test run whose report goes to a file, not to
 // the verbose log: its expected failures are not this test's. The test is
 // not parallel, so nothing else writes to os.Stdout meanwhile.
 func TestFailureCasesCatchBlindRetry(t *testing.T) {
 	blind := client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
-		return client.Reconciliation{Verdict: client.VerdictNotFound}, nil
+		return client.Reconciliation{Verdict: client.VerdictResendSafe}, nil
 	})
 	var mu sync.Mutex
 	outboxes := map[string]*outbox{}

@@ -54,7 +54,7 @@ func TestChaos(t *testing.T) {
 }
 
 // The checker is not blind: with blind retry instead of reconciliation (a
-// reconciler that always says "not found") it reports duplicates on the
+// reconciler that always says "resend safe") it reports duplicates on the
 // mail provider, which has no deduplication.
 func TestChaosCheckerCatchesDuplicatesWithoutReconcile(t *testing.T) {
 	t.Parallel()

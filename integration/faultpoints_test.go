@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
@@ -298,7 +299,7 @@ func (w *fpWorld) jumpRetention() {
 // counts the requests whose outcome the caller could not know.
 func (w *fpWorld) request(p *fpProcess, dk string) (client.Effect, error) {
 	eff, err := w.send(p, dk)
-	if c := client.ClassOf(err); err != nil && c != client.ClassDefinite && c != client.ClassPermanent {
+	if c := errclass.Of(err); err != nil && c != errclass.Definite && c != errclass.Permanent {
 		w.mu.Lock()
 		w.maybeSent++
 		w.mu.Unlock()

@@ -164,7 +164,7 @@ func (k *kit) build(opt kitOptions) {
 	policy := func(a providers.Adapter) client.Reconciler {
 		if opt.blind {
 			return client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
-				return client.Reconciliation{Verdict: client.VerdictNotFound}, nil
+				return client.Reconciliation{Verdict: client.VerdictResendSafe}, nil
 			})
 		}
 		if opt.clock == nil {

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 )
 
 // ErrConfig is matched by every error about a configuration.
@@ -172,9 +173,9 @@ var norms = map[string]client.Normalizer{
 
 var scopes = map[string]client.Scope{"": client.ScopeRun, "run": client.ScopeRun, "tenant": client.ScopeTenant, "global": client.ScopeGlobal}
 
-var errorClasses = map[string]client.ErrorClass{
-	"": client.ClassAmbiguous, "ambiguous": client.ClassAmbiguous,
-	"definite": client.ClassDefinite, "permanent": client.ClassPermanent,
+var errorClasses = map[string]errclass.Class{
+	"": errclass.Ambiguous, "ambiguous": errclass.Ambiguous,
+	"definite": errclass.Definite, "permanent": errclass.Permanent,
 }
 
 // metaKey is the form of a _meta key: an optional prefix of dot-separated

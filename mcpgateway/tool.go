@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -251,7 +252,7 @@ func deepCopy(v any) any {
 
 // runUpstream is a configured tool's Run: the upstream call with the
 // downstream key.
-func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(context.Context, client.Invocation) (client.Effect, error) {
+func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.Context, client.Invocation) (client.Effect, error) {
 	return func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 		uc, _ := ctx.Value(callKey{}).(*upCall)
 		if uc == nil || uc.args == nil {
@@ -284,10 +285,10 @@ func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(contex
 		}
 		if res.IsError {
 			err := fmt.Errorf("mcpgateway: %s answered with an error: %s", t.name, ledger.Clip(firstText(res), 500))
-			if onError == client.ClassDefinite {
+			if onError == errclass.Definite {
 				return client.Effect{}, client.Definite(err)
 			}
-			if onError == client.ClassPermanent {
+			if onError == errclass.Permanent {
 				return client.Effect{}, client.Permanent(err)
 			}
 			return client.Effect{}, err

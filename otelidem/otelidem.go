@@ -39,6 +39,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -177,7 +178,7 @@ func (in *Instruments) Tool(t client.Tool) client.Tool {
 		eff, err := run(ctx, inv)
 		class := "none"
 		if err != nil {
-			class = client.ClassOf(err).String()
+			class = errclass.Of(err).String()
 			fail(span, err)
 			span.SetAttributes(attribute.String("idemkit.error_class", class))
 		}

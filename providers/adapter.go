@@ -53,7 +53,11 @@ type Capabilities struct {
 	Upsert bool
 }
 
-// LookupStatus is the answer of a lookup.
+// LookupStatus is what one lookup saw at the provider. It is not yet a
+// decision: package reconcile turns lookups, with the adapter's
+// Capabilities and the time requests may still commit, into a
+// client.Verdict (a NotFound becomes VerdictAbsent only once no earlier
+// request can still create the effect).
 type LookupStatus int
 
 const (
@@ -65,10 +69,12 @@ const (
 	Inconclusive LookupStatus = iota
 	// Found: the effect exists; LookupResult.Ref names it.
 	Found
-	// NotFound: the effect certainly does not exist.
+	// NotFound: the lookup sees every committed effect and the effect is
+	// not among them.
 	NotFound
 )
 
+// String returns "found", "not found" or "inconclusive".
 func (s LookupStatus) String() string {
 	switch s {
 	case Found:

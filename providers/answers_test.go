@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 )
 
 // thing is an answer type with a shape check.
@@ -20,7 +20,7 @@ type thing struct {
 	Object string `json:"object"`
 }
 
-func (t *thing) Check() error {
+func (t *thing) Validate() error {
 	if t.ID == "" || t.Object != "thing" {
 		return fmt.Errorf("not a thing: id %q, object %q", t.ID, t.Object)
 	}
@@ -63,30 +63,30 @@ func TestBadAnswers(t *testing.T) {
 		name    string
 		h       http.HandlerFunc
 		replay  Replay
-		class   client.ErrorClass
+		class   errclass.Class
 		status  int
 		is      error // in the chain, if set
 		message string
 	}{
-		{"200 not JSON", respond(200, "text/plain", "ok, done"), ReplayUnsafe, client.ClassAmbiguous, 200, ErrBadResponse, ""},
-		{"200 HTML page", respond(200, "text/html", htmlPage), ReplayUnsafe, client.ClassAmbiguous, 200, ErrBadResponse, ""},
-		{"200 empty body", respond(200, "", ""), ReplayUnsafe, client.ClassAmbiguous, 200, ErrBadResponse, ""},
-		{"204 no content", respond(204, "", ""), ReplayUnsafe, client.ClassAmbiguous, 204, ErrBadResponse, ""},
-		{"200 null", respond(200, "application/json", "null"), ReplayUnsafe, client.ClassAmbiguous, 200, ErrBadResponse, ""},
-		{"200 unexpected shape", respond(200, "application/json", `{"object":"list","data":[]}`), ReplayUnsafe, client.ClassAmbiguous, 200, ErrBadResponse, ""},
-		{"200 array", respond(200, "application/json", `[{"id":"th_1"}]`), ReplayUnsafe, client.ClassAmbiguous, 200, ErrBadResponse, ""},
-		{"200 trailing garbage", respond(200, "application/json", `{"id":"th_1","object":"thing"} <html>`), ReplayUnsafe, client.ClassAmbiguous, 200, ErrBadResponse, ""},
-		{"200 truncated", truncated(200, `{"id":"th_1","obj`), ReplayUnsafe, client.ClassAmbiguous, 200, io.ErrUnexpectedEOF, ""},
-		{"200 truncated, keyed and retried", truncated(200, `{"id":`), ReplayKeyed, client.ClassAmbiguous, 200, ErrBadResponse, ""},
-		{"200 enormous", respond(200, "application/json", `{"id":"`+huge+`"}`), ReplayKeyed, client.ClassAmbiguous, 200, ErrBodyTooLarge, ""},
-		{"500 HTML page", respond(500, "text/html", htmlPage), ReplayUnsafe, client.ClassAmbiguous, 500, nil, "Internal Server Error"},
-		{"502 empty", respond(502, "", ""), ReplayUnsafe, client.ClassAmbiguous, 502, nil, "Bad Gateway"},
-		{"400 HTML page", respond(400, "text/html", htmlPage), ReplayUnsafe, client.ClassPermanent, 400, nil, "Bad Request"},
-		{"400 not JSON", respond(400, "text/plain", "amount must be positive"), ReplayUnsafe, client.ClassPermanent, 400, nil, "Bad Request"},
-		{"400 truncated", truncated(400, `{"error":{"mess`), ReplayUnsafe, client.ClassPermanent, 400, io.ErrUnexpectedEOF, ""},
-		{"400 enormous", respond(400, "text/plain", huge), ReplayUnsafe, client.ClassPermanent, 400, ErrBodyTooLarge, ""},
-		{"429 not JSON", respond(429, "text/plain", "slow down"), ReplayUnsafe, client.ClassDefinite, 429, nil, "Too Many Requests"},
-		{"404 problem details", respond(404, "application/problem+json", `{"type":"https://example.com/nope","title":"Not Found","status":404,"detail":"no such thing"}`), ReplayUnsafe, client.ClassPermanent, 404, nil, "no such thing"},
+		{"200 not JSON", respond(200, "text/plain", "ok, done"), ReplayUnsafe, errclass.Ambiguous, 200, ErrBadResponse, ""},
+		{"200 HTML page", respond(200, "text/html", htmlPage), ReplayUnsafe, errclass.Ambiguous, 200, ErrBadResponse, ""},
+		{"200 empty body", respond(200, "", ""), ReplayUnsafe, errclass.Ambiguous, 200, ErrBadResponse, ""},
+		{"204 no content", respond(204, "", ""), ReplayUnsafe, errclass.Ambiguous, 204, ErrBadResponse, ""},
+		{"200 null", respond(200, "application/json", "null"), ReplayUnsafe, errclass.Ambiguous, 200, ErrBadResponse, ""},
+		{"200 unexpected shape", respond(200, "application/json", `{"object":"list","data":[]}`), ReplayUnsafe, errclass.Ambiguous, 200, ErrBadResponse, ""},
+		{"200 array", respond(200, "application/json", `[{"id":"th_1"}]`), ReplayUnsafe, errclass.Ambiguous, 200, ErrBadResponse, ""},
+		{"200 trailing garbage", respond(200, "application/json", `{"id":"th_1","object":"thing"} <html>`), ReplayUnsafe, errclass.Ambiguous, 200, ErrBadResponse, ""},
+		{"200 truncated", truncated(200, `{"id":"th_1","obj`), ReplayUnsafe, errclass.Ambiguous, 200, io.ErrUnexpectedEOF, ""},
+		{"200 truncated, keyed and retried", truncated(200, `{"id":`), ReplayKeyed, errclass.Ambiguous, 200, ErrBadResponse, ""},
+		{"200 enormous", respond(200, "application/json", `{"id":"`+huge+`"}`), ReplayKeyed, errclass.Ambiguous, 200, ErrBodyTooLarge, ""},
+		{"500 HTML page", respond(500, "text/html", htmlPage), ReplayUnsafe, errclass.Ambiguous, 500, nil, "Internal Server Error"},
+		{"502 empty", respond(502, "", ""), ReplayUnsafe, errclass.Ambiguous, 502, nil, "Bad Gateway"},
+		{"400 HTML page", respond(400, "text/html", htmlPage), ReplayUnsafe, errclass.Permanent, 400, nil, "Bad Request"},
+		{"400 not JSON", respond(400, "text/plain", "amount must be positive"), ReplayUnsafe, errclass.Permanent, 400, nil, "Bad Request"},
+		{"400 truncated", truncated(400, `{"error":{"mess`), ReplayUnsafe, errclass.Permanent, 400, io.ErrUnexpectedEOF, ""},
+		{"400 enormous", respond(400, "text/plain", huge), ReplayUnsafe, errclass.Permanent, 400, ErrBodyTooLarge, ""},
+		{"429 not JSON", respond(429, "text/plain", "slow down"), ReplayUnsafe, errclass.Definite, 429, nil, "Too Many Requests"},
+		{"404 problem details", respond(404, "application/problem+json", `{"type":"https://example.com/nope","title":"Not Found","status":404,"detail":"no such thing"}`), ReplayUnsafe, errclass.Permanent, 404, nil, "no such thing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -150,7 +150,7 @@ func TestGarbageStatusLine(t *testing.T) {
 		c.Close()
 	})
 	_, err := NewClient(l.url(), testConfig()).Do(context.Background(), post(ReplayUnsafe), &thing{})
-	pe := wantClass(t, err, client.ClassAmbiguous)
+	pe := wantClass(t, err, errclass.Ambiguous)
 	if pe.Status != 0 || l.accepted.Load() != 1 {
 		t.Fatalf("%+v", pe)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 )
 
 // Sentinel errors, found in a ProviderError's chain with errors.Is.
@@ -48,7 +48,7 @@ const MaxErrorBody = 8 << 10
 //   - otherwise permanent: the provider refused and will refuse again (a
 //     validation error, a declined card, a payload mismatch).
 //
-// It implements client.Classified.
+// It implements errclass.Classified.
 type ProviderError struct {
 	// Op is the request, "POST /v1/refunds".
 	Op string
@@ -120,15 +120,15 @@ func (e *ProviderError) Error() string {
 // Unwrap returns the cause.
 func (e *ProviderError) Unwrap() error { return e.Err }
 
-// ErrorClass implements client.Classified.
-func (e *ProviderError) ErrorClass() client.ErrorClass {
+// ErrorClass implements errclass.Classified.
+func (e *ProviderError) ErrorClass() errclass.Class {
 	switch {
 	case e.Ambiguous:
-		return client.ClassAmbiguous
+		return errclass.Ambiguous
 	case e.Retryable:
-		return client.ClassDefinite
+		return errclass.Definite
 	default:
-		return client.ClassPermanent
+		return errclass.Permanent
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 )
 
 func TestParseErrorBody(t *testing.T) {
@@ -91,16 +91,16 @@ func TestErrorClassAndUnwrap(t *testing.T) {
 	cause := errors.New("cause")
 	for _, tc := range []struct {
 		e    ProviderError
-		want client.ErrorClass
+		want errclass.Class
 	}{
-		{ProviderError{Ambiguous: true, Retryable: true}, client.ClassAmbiguous},
-		{ProviderError{Ambiguous: true}, client.ClassAmbiguous},
-		{ProviderError{Retryable: true}, client.ClassDefinite},
-		{ProviderError{}, client.ClassPermanent},
+		{ProviderError{Ambiguous: true, Retryable: true}, errclass.Ambiguous},
+		{ProviderError{Ambiguous: true}, errclass.Ambiguous},
+		{ProviderError{Retryable: true}, errclass.Definite},
+		{ProviderError{}, errclass.Permanent},
 	} {
 		e := tc.e
 		e.Err = cause
-		var c client.Classified = &e
+		var c errclass.Classified = &e
 		if c.ErrorClass() != tc.want || !errors.Is(&e, cause) {
 			t.Errorf("%+v: class %v, want %v", tc.e, c.ErrorClass(), tc.want)
 		}

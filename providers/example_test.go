@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/providers"
 )
 
@@ -58,7 +59,7 @@ func ExampleProviderError() {
 	}, nil)
 	var pe *providers.ProviderError
 	if errors.As(err, &pe) {
-		fmt.Println(client.ClassOf(err), "after", pe.Attempts, "attempt")
+		fmt.Println(errclass.Of(err), "after", pe.Attempts, "attempt")
 	}
 	// Output: ambiguous after 1 attempt
 }

@@ -116,12 +116,12 @@ type Response struct {
 	Attempts int
 }
 
-// Checker is implemented by answer types that can tell a well-formed
+// Validator is implemented by answer types that can tell a well-formed
 // answer from an unexpected shape (a JSON object without an id, a list
-// where an object was expected). Client.Do calls Check after decoding a 2xx
-// body into it; a failed check is an ambiguous ErrBadResponse.
-type Checker interface {
-	Check() error
+// where an object was expected). Client.Do calls Validate after decoding a
+// 2xx body into it; a failed validation is an ambiguous ErrBadResponse.
+type Validator interface {
+	Validate() error
 }
 
 // Client sends requests to one provider through a single retry layer
@@ -313,8 +313,8 @@ func (c *Client) decode(st *call, out any) (*Response, error) {
 	if err := json.Unmarshal(res.Body, out); err != nil {
 		return nil, bad(err)
 	}
-	if ch, ok := out.(Checker); ok {
-		if err := ch.Check(); err != nil {
+	if v, ok := out.(Validator); ok {
+		if err := v.Validate(); err != nil {
 			return nil, bad(err)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 )
 
 // testConfig: short backoff, so that no test waits long, and a timeout
@@ -62,13 +62,13 @@ func asProviderError(t *testing.T, err error) *ProviderError {
 	return pe
 }
 
-func wantClass(t *testing.T, err error, want client.ErrorClass) *ProviderError {
+func wantClass(t *testing.T, err error, want errclass.Class) *ProviderError {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error, want a %v one", want)
 	}
 	pe := asProviderError(t, err)
-	if got := client.ClassOf(fmt.Errorf("tool: %w", err)); got != want {
+	if got := errclass.Of(fmt.Errorf("tool: %w", err)); got != want {
 		t.Fatalf("class %v, want %v (error: %v)", got, want, err)
 	}
 	return pe
@@ -157,7 +157,7 @@ func TestNotSentClosedPort(t *testing.T) {
 	for _, replay := range []Replay{ReplayUnsafe, ReplayKeyed} {
 		c := NewClient(closedPortURL(t), testConfig())
 		_, err := c.Do(context.Background(), post(replay), nil)
-		pe := wantClass(t, err, client.ClassDefinite)
+		pe := wantClass(t, err, errclass.Definite)
 		if pe.Status != 0 || pe.Ambiguous || !pe.Retryable {
 			t.Fatalf("replay %v: %+v", replay, pe)
 		}
@@ -185,7 +185,7 @@ func TestNotSentDNSFailure(t *testing.T) {
 	cfg.HTTPClient = &http.Client{Transport: tr}
 	c := NewClient("http://provider.invalid", cfg)
 	_, err := c.Do(context.Background(), post(ReplayUnsafe), nil)
-	pe := wantClass(t, err, client.ClassDefinite)
+	pe := wantClass(t, err, errclass.Definite)
 	var de *net.DNSError
 	if !errors.As(err, &de) {
 		t.Fatalf("want a *net.DNSError in the chain, got %v", err)
@@ -207,7 +207,7 @@ func TestNotSentTLSFailure(t *testing.T) {
 	cfg.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{}}}
 	c := NewClient(s.URL, cfg)
 	_, err := c.Do(context.Background(), post(ReplayUnsafe), nil)
-	pe := wantClass(t, err, client.ClassDefinite)
+	pe := wantClass(t, err, errclass.Definite)
 	if pe.Ambiguous || reached.Load() != 0 {
 		t.Fatalf("ambiguous=%v, reached=%d", pe.Ambiguous, reached.Load())
 	}
@@ -223,7 +223,7 @@ func TestMaybeSentAcceptThenHang(t *testing.T) {
 		c := NewClient(l.url(), hangConfig())
 		start := time.Now()
 		_, err := c.Do(context.Background(), post(tc.replay), nil)
-		pe := wantClass(t, err, client.ClassAmbiguous)
+		pe := wantClass(t, err, errclass.Ambiguous)
 		if pe.Status != 0 || pe.Attempts != tc.attempts || int(l.accepted.Load()) != tc.attempts {
 			t.Fatalf("replay %v: status %d, %d attempts, %d connections; want %d", tc.replay, pe.Status, pe.Attempts, l.accepted.Load(), tc.attempts)
 		}
@@ -251,7 +251,7 @@ func TestMaybeSentCloseAfterBody(t *testing.T) {
 		})
 		c := NewClient(l.url(), testConfig())
 		_, err := c.Do(context.Background(), post(tc.replay), nil)
-		pe := wantClass(t, err, client.ClassAmbiguous)
+		pe := wantClass(t, err, errclass.Ambiguous)
 		if pe.Attempts != tc.attempts || int(bodies.Load()) != tc.attempts {
 			t.Fatalf("replay %v: %d attempts, %d bodies read; want %d", tc.replay, pe.Attempts, bodies.Load(), tc.attempts)
 		}
@@ -271,7 +271,7 @@ func TestMaybeSentIsSticky(t *testing.T) {
 	})
 	c := NewClient(l.url(), hangConfig())
 	_, err := c.Do(context.Background(), post(ReplayKeyed), nil)
-	pe := wantClass(t, err, client.ClassAmbiguous)
+	pe := wantClass(t, err, errclass.Ambiguous)
 	if pe.Attempts != 3 || l.accepted.Load() != 1 {
 		t.Fatalf("%d attempts, %d connections", pe.Attempts, l.accepted.Load())
 	}
@@ -286,14 +286,14 @@ func TestStickyAcrossStatuses(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		first func(w http.ResponseWriter)
-		want  client.ErrorClass
+		want  errclass.Class
 	}{
-		{"500 then 400 is ambiguous", func(w http.ResponseWriter) { w.WriteHeader(500) }, client.ClassAmbiguous},
+		{"500 then 400 is ambiguous", func(w http.ResponseWriter) { w.WriteHeader(500) }, errclass.Ambiguous},
 		{"429 then 400 is permanent", func(w http.ResponseWriter) {
 			w.Header().Set("Retry-After", "0")
 			w.WriteHeader(429)
-		}, client.ClassPermanent},
-		{"409 then 400 is permanent", func(w http.ResponseWriter) { w.WriteHeader(409) }, client.ClassPermanent},
+		}, errclass.Permanent},
+		{"409 then 400 is permanent", func(w http.ResponseWriter) { w.WriteHeader(409) }, errclass.Permanent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -324,21 +324,21 @@ func TestRetryPolicy(t *testing.T) {
 		status   int
 		header   string // Retry-After
 		attempts int32
-		class    client.ErrorClass
+		class    errclass.Class
 	}{
-		{"unkeyed POST 500 is sent once", "POST", ReplayUnsafe, 500, "", 1, client.ClassAmbiguous},
-		{"keyed POST 500 is retried", "POST", ReplayKeyed, 500, "", 3, client.ClassAmbiguous},
-		{"upsert PUT 502 is retried", "PUT", ReplayUpsert, 502, "", 3, client.ClassAmbiguous},
-		{"GET 500 is retried", "GET", ReplayUnsafe, 500, "", 3, client.ClassAmbiguous},
-		{"unkeyed POST 429 is sent once", "POST", ReplayUnsafe, 429, "0", 1, client.ClassDefinite},
-		{"keyed POST 429 is retried", "POST", ReplayKeyed, 429, "0", 3, client.ClassDefinite},
-		{"keyed POST 409 in flight is retried", "POST", ReplayKeyed, 409, "", 3, client.ClassDefinite},
-		{"keyed POST 503 with Retry-After is definite", "POST", ReplayKeyed, 503, "0", 3, client.ClassDefinite},
-		{"keyed POST 503 without Retry-After is ambiguous", "POST", ReplayKeyed, 503, "", 3, client.ClassAmbiguous},
-		{"keyed POST 400 is not retried", "POST", ReplayKeyed, 400, "", 1, client.ClassPermanent},
-		{"keyed POST 402 is not retried", "POST", ReplayKeyed, 402, "", 1, client.ClassPermanent},
-		{"keyed POST 422 is not retried", "POST", ReplayKeyed, 422, "", 1, client.ClassPermanent},
-		{"keyed POST 501 is permanent", "POST", ReplayKeyed, 501, "", 1, client.ClassPermanent},
+		{"unkeyed POST 500 is sent once", "POST", ReplayUnsafe, 500, "", 1, errclass.Ambiguous},
+		{"keyed POST 500 is retried", "POST", ReplayKeyed, 500, "", 3, errclass.Ambiguous},
+		{"upsert PUT 502 is retried", "PUT", ReplayUpsert, 502, "", 3, errclass.Ambiguous},
+		{"GET 500 is retried", "GET", ReplayUnsafe, 500, "", 3, errclass.Ambiguous},
+		{"unkeyed POST 429 is sent once", "POST", ReplayUnsafe, 429, "0", 1, errclass.Definite},
+		{"keyed POST 429 is retried", "POST", ReplayKeyed, 429, "0", 3, errclass.Definite},
+		{"keyed POST 409 in flight is retried", "POST", ReplayKeyed, 409, "", 3, errclass.Definite},
+		{"keyed POST 503 with Retry-After is definite", "POST", ReplayKeyed, 503, "0", 3, errclass.Definite},
+		{"keyed POST 503 without Retry-After is ambiguous", "POST", ReplayKeyed, 503, "", 3, errclass.Ambiguous},
+		{"keyed POST 400 is not retried", "POST", ReplayKeyed, 400, "", 1, errclass.Permanent},
+		{"keyed POST 402 is not retried", "POST", ReplayKeyed, 402, "", 1, errclass.Permanent},
+		{"keyed POST 422 is not retried", "POST", ReplayKeyed, 422, "", 1, errclass.Permanent},
+		{"keyed POST 501 is permanent", "POST", ReplayKeyed, 501, "", 1, errclass.Permanent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -434,7 +434,7 @@ func TestRetryAfterBeyondCapStopsRetrying(t *testing.T) {
 	cfg.MaxRetryAfter = time.Second
 	start := time.Now()
 	_, err := NewClient(s.URL, cfg).Do(context.Background(), post(ReplayKeyed), nil)
-	pe := wantClass(t, err, client.ClassDefinite)
+	pe := wantClass(t, err, errclass.Definite)
 	if n.Load() != 1 || pe.RetryAfter != time.Hour || pe.Type != "rate_limit_error" {
 		t.Fatalf("%d requests, %+v", n.Load(), pe)
 	}
@@ -449,8 +449,8 @@ func TestContextEndsBackoff(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		status int
-		class  client.ErrorClass
-	}{{429, client.ClassDefinite}, {503, client.ClassDefinite}} {
+		class  errclass.Class
+	}{{429, errclass.Definite}, {503, errclass.Definite}} {
 		s, n := counting(t, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "5")
 			w.WriteHeader(tc.status)
@@ -479,7 +479,7 @@ func TestErrorBodyKeptAfterRetries(t *testing.T) {
 		fmt.Fprintf(w, `{"error":{"type":"api_error","code":"overloaded","message":"attempt %d"}}`, calls.Add(1))
 	})
 	_, err := NewClient(s.URL, testConfig()).Do(context.Background(), post(ReplayKeyed), nil)
-	pe := wantClass(t, err, client.ClassDefinite)
+	pe := wantClass(t, err, errclass.Definite)
 	if n.Load() != 3 || pe.Code != "overloaded" || pe.Message != "attempt 3" || !strings.Contains(string(pe.Body), "attempt 3") {
 		t.Fatalf("%d requests, %+v", n.Load(), pe)
 	}
@@ -492,7 +492,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		http.Redirect(w, r, target.URL, http.StatusFound)
 	})
 	_, err := NewClient(s.URL, testConfig()).Do(context.Background(), post(ReplayKeyed), nil)
-	pe := wantClass(t, err, client.ClassPermanent)
+	pe := wantClass(t, err, errclass.Permanent)
 	if pe.Status != 302 || reached.Load() != 0 {
 		t.Fatalf("status %d, target reached %d times", pe.Status, reached.Load())
 	}
@@ -537,7 +537,7 @@ func TestInvalidRequestIsNotSent(t *testing.T) {
 		{Method: "BAD METHOD", Path: "/x", Replay: ReplayUnsafe, Key: "k"}, // rejected by net/http
 	} {
 		_, err := c.Do(context.Background(), r, nil)
-		pe := wantClass(t, err, client.ClassPermanent)
+		pe := wantClass(t, err, errclass.Permanent)
 		if !errors.Is(err, ErrInvalidRequest) {
 			t.Fatalf("%+v: %v", r, pe)
 		}
@@ -561,7 +561,7 @@ func TestClassifyHook(t *testing.T) {
 		}
 	}
 	_, err := NewClient(s.URL, cfg).Do(context.Background(), post(ReplayKeyed), nil)
-	wantClass(t, err, client.ClassDefinite)
+	wantClass(t, err, errclass.Definite)
 	if !errors.Is(err, errInFlight) || n.Load() != 3 {
 		t.Fatalf("%v after %d requests", err, n.Load())
 	}
@@ -595,7 +595,7 @@ func TestConcurrentCallsKeepTheirOwnState(t *testing.T) {
 		switch {
 		case i%2 == 1 && err != nil:
 			t.Errorf("call %d: %v", i, err)
-		case i%2 == 0 && client.ClassOf(err) != client.ClassAmbiguous:
+		case i%2 == 0 && errclass.Of(err) != errclass.Ambiguous:
 			t.Errorf("call %d: %v, want ambiguous", i, err)
 		}
 	}

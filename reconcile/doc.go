@@ -9,13 +9,13 @@
 // consistency and lag of its lookup — and from nothing else: there is no
 // per-provider code here. For one invocation it answers:
 //
-//   - Found, with the provider's reference and summary, as soon as a lookup
-//     finds the effect. The executor records the action done and tells the
-//     model it was already done.
-//   - NotFound when sending the request again with the same downstream key
-//     cannot make a second effect: the provider upserts by that key, or the
-//     attempt began (Invocation.AttemptAt) inside the provider's
-//     deduplication window, minus Config.WindowMargin. There the resend
+//   - VerdictFound, with the provider's reference and summary, as soon as a
+//     lookup finds the effect. The executor records the action done and
+//     tells the model it was already done.
+//   - VerdictResendSafe when sending the request again with the same
+//     downstream key cannot make a second effect: the provider upserts by
+//     that key, or the attempt began (Invocation.AttemptAt) inside the
+//     provider's deduplication window, minus Config.WindowMargin. There the resend
 //     itself is the lookup: the provider replays the first answer. A
 //     lookup is still made first, so that a found effect is reported as
 //     found; when the lookup fails it is retried for up to Config.MaxWait
@@ -23,11 +23,11 @@
 //     refuses before processing it — a 429, a 409 while the first request
 //     is still in flight — says nothing about the first request: the
 //     caller must not read its refusal as "nothing happened".)
-//   - NotFound when the lookup is conclusive and no earlier request can
-//     still commit (see below). The executor then runs the tool again with
-//     the same downstream key; the sweeper marks the record failed.
-//   - Unknown, with a reason, otherwise: the record stays uncertain and the
-//     model is told not to retry. Lookups are repeated with exponential
+//   - VerdictAbsent when the lookup is conclusive and no earlier request
+//     can still commit (see below). The executor then runs the tool again
+//     with the same downstream key; the sweeper marks the record failed.
+//   - VerdictUnknown, with a reason, otherwise: the record stays uncertain
+//     and the model is told not to retry. Lookups are repeated with exponential
 //     backoff (cenkalti/backoff) for up to Config.MaxWait before giving up.
 //
 // # Requests still in flight
@@ -74,10 +74,10 @@
 // uncertain and asks the tool's Reconciler with an invocation rebuilt from
 // the record. Only to write a conclusive answer does it claim the record,
 // with the record's own fingerprint, so that several sweepers, and live
-// calls, never settle the same record at once. Found completes the
+// calls, never settle the same record at once. VerdictFound completes the
 // record. The sweeper cannot run the tool (it does not have the call's
-// input), so it asks a Checker (a Policy) to decide from lookups alone,
-// never from a resend; only a conclusive NotFound (Finding.Absent) marks
-// the record failed, so that a later call may run it. Anything else leaves
-// the record as it was, for the next call of the action or the next sweep.
+// input), so it asks a LookupReconciler (a Policy) to decide from lookups
+// alone, never from a resend; only VerdictAbsent marks the record failed,
+// so that a later call may run it. Anything else leaves the record as it
+// was, for the next call of the action or the next sweep.
 package reconcile

@@ -55,30 +55,19 @@ type Config struct {
 	WindowMargin time.Duration
 }
 
-// Finding is a Policy's answer: the verdict the executor acts on, and
-// whether a NotFound is conclusive.
-type Finding struct {
-	client.Reconciliation
-	// Absent qualifies VerdictNotFound: the provider's lookup established
-	// that the effect does not exist and no earlier request can still
-	// create it, so the action definitely did not happen. When false, a
-	// NotFound means only that resending with the same downstream key
-	// cannot make a second effect (deduplication window, upsert).
-	Absent bool
-}
-
-// Checker is implemented by reconcilers that can answer a caller that
-// cannot resend the request; the Sweeper, which has no call input, is
-// one. Policy implements it.
-type Checker interface {
-	// Check asks whether inv's effect exists. With canResend false the
-	// answer rests on lookups alone: NotFound only when conclusive
-	// (Absent).
-	Check(ctx context.Context, inv client.Invocation, canResend bool) (Finding, error)
+// LookupReconciler is a client.Reconciler that can also answer from
+// lookups alone, for a caller that cannot resend the request: the Sweeper,
+// which has no call input, asks it instead of Reconcile. Policy is one.
+type LookupReconciler interface {
+	client.Reconciler
+	// ReconcileByLookup asks whether inv's effect exists without relying
+	// on a resend: it never answers client.VerdictResendSafe.
+	ReconcileByLookup(ctx context.Context, inv client.Invocation) (client.Reconciliation, error)
 }
 
 // Policy is the lookup-before-retry policy for one provider adapter. It
-// implements client.Reconciler and Checker, and is safe for concurrent use.
+// implements client.Reconciler and LookupReconciler, and is safe for
+// concurrent use.
 type Policy struct {
 	adapter providers.Adapter
 	cfg     Config
@@ -86,7 +75,7 @@ type Policy struct {
 
 var (
 	_ client.Reconciler = (*Policy)(nil)
-	_ Checker           = (*Policy)(nil)
+	_ LookupReconciler  = (*Policy)(nil)
 )
 
 // New returns the policy for adapter, driven by adapter.Capabilities().
@@ -128,25 +117,32 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Reconcile implements client.Reconciler: Check for a caller that resends
-// after a NotFound, as the executor does.
+// Reconcile implements client.Reconciler for a caller that resends after
+// VerdictResendSafe or VerdictAbsent, as the executor does: it asks the
+// provider whether the effect of inv exists, as the package documentation
+// describes. It returns an error when the context ends, or when the
+// provider could not be asked at all (its last lookup failed) and no
+// other rule decides.
 func (p *Policy) Reconcile(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
-	f, err := p.Check(ctx, inv, true)
-	return f.Reconciliation, err
+	return p.check(ctx, inv, true)
 }
 
-// Check asks the provider whether the effect of inv exists, as the package
-// documentation describes. With canResend false it never relies on a
-// resend (deduplication window, upsert) and answers from lookups alone. It
-// returns an error when the context ends, or when the provider could not
-// be asked at all (its last lookup failed) and no other rule decides.
-func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend bool) (Finding, error) {
+// ReconcileByLookup implements LookupReconciler: Reconcile for a caller
+// that cannot resend. It never relies on a resend (deduplication window,
+// upsert) and answers from lookups alone: VerdictFound, VerdictAbsent or
+// VerdictUnknown.
+func (p *Policy) ReconcileByLookup(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
+	return p.check(ctx, inv, false)
+}
+
+// check is Reconcile (canResend) and ReconcileByLookup.
+func (p *Policy) check(ctx context.Context, inv client.Invocation, canResend bool) (client.Reconciliation, error) {
 	key := inv.DownstreamKey
 	if key == "" && inv.Key != "" {
 		key = client.DownstreamKey(inv.Key, inv.Attempt)
 	}
 	if key == "" {
-		return Finding{}, ErrNoKey
+		return client.Reconciliation{}, ErrNoKey
 	}
 	caps := p.adapter.Capabilities()
 	quiet := p.cfg.Clock.Now()
@@ -154,7 +150,7 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend boo
 
 	if caps.Lookup == providers.NoLookup {
 		if resend {
-			return notFound(false), nil
+			return resendSafe(), nil
 		}
 		return unknown("the provider offers no lookup, and %s", p.whyNotResend(caps, inv.AttemptAt, canResend)), nil
 	}
@@ -185,32 +181,32 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend boo
 		asked := p.cfg.Clock.Now()
 		res, err := p.adapter.Lookup(ctx, key)
 		if cerr := ctx.Err(); cerr != nil {
-			return Finding{}, fmt.Errorf("reconcile: lookup %s: %w", key, cerr)
+			return client.Reconciliation{}, fmt.Errorf("reconcile: lookup %s: %w", key, cerr)
 		}
 		switch {
 		case err == nil && res.Status == providers.Found:
-			return Finding{Reconciliation: client.Reconciliation{
+			return client.Reconciliation{
 				Verdict: client.VerdictFound,
 				Effect:  client.Effect{Summary: res.Summary, Ref: res.Ref},
-			}}, nil
+			}, nil
 		case err == nil && resend:
 			// The resend is the lookup: the provider replays or converges.
-			return notFound(false), nil
+			return resendSafe(), nil
 		case err == nil && res.Status == providers.NotFound && asked.After(committed),
 			err == nil && caps.Lookup == providers.Eventual && asked.After(settled):
 			// Asked after every earlier request had committed (and, for an
 			// empty search, had reached the index): the answer is final.
-			return notFound(true), nil
+			return absent(), nil
 		}
 
 		now := p.cfg.Clock.Now()
 		if !now.Before(deadline) {
 			if resend {
 				// The provider could not be asked; the resend asks it.
-				return notFound(false), nil
+				return resendSafe(), nil
 			}
 			if err != nil {
-				return Finding{}, fmt.Errorf("reconcile: lookup %s: %d lookups in %s, the last failed: %w", key, lookups, now.Sub(quiet), err)
+				return client.Reconciliation{}, fmt.Errorf("reconcile: lookup %s: %d lookups in %s, the last failed: %w", key, lookups, now.Sub(quiet), err)
 			}
 			return unknown("the provider did not show the effect in %d lookups over %s, but an earlier request may still commit, or be missing from its index, until %s",
 				lookups, now.Sub(quiet), settled.UTC().Format(time.RFC3339)), nil
@@ -225,7 +221,7 @@ func (p *Policy) Check(ctx context.Context, inv client.Invocation, canResend boo
 		}
 		d = min(d, deadline.Sub(now))
 		if err := p.cfg.Sleep(ctx, d); err != nil {
-			return Finding{}, fmt.Errorf("reconcile: lookup %s: %w", key, err)
+			return client.Reconciliation{}, fmt.Errorf("reconcile: lookup %s: %w", key, err)
 		}
 	}
 }
@@ -259,10 +255,14 @@ func (p *Policy) whyNotResend(caps providers.Capabilities, attemptAt time.Time, 
 		attemptAt.UTC().Format(time.RFC3339), caps.DedupWindow)
 }
 
-func notFound(absent bool) Finding {
-	return Finding{Reconciliation: client.Reconciliation{Verdict: client.VerdictNotFound}, Absent: absent}
+func resendSafe() client.Reconciliation {
+	return client.Reconciliation{Verdict: client.VerdictResendSafe}
 }
 
-func unknown(format string, args ...any) Finding {
-	return Finding{Reconciliation: client.Reconciliation{Verdict: client.VerdictUnknown, Reason: fmt.Sprintf(format, args...)}}
+func absent() client.Reconciliation {
+	return client.Reconciliation{Verdict: client.VerdictAbsent}
+}
+
+func unknown(format string, args ...any) client.Reconciliation {
+	return client.Reconciliation{Verdict: client.VerdictUnknown, Reason: fmt.Sprintf(format, args...)}
 }

@@ -87,7 +87,6 @@ func TestPolicy(t *testing.T) {
 		never     bool
 		maxWait   time.Duration
 		verdict   client.Verdict
-		absent    bool
 		// minElapsed and maxLookups check that the policy waited as long
 		// as it must and no longer than it needs.
 		minElapsed time.Duration
@@ -95,18 +94,18 @@ func TestPolicy(t *testing.T) {
 		noResend   bool // the caller cannot resend (the sweeper)
 	}{
 		{name: "sent long ago: one empty lookup is final", caps: eventual, sentBy: time.Hour, never: true,
-			verdict: client.VerdictNotFound, absent: true, maxLookups: 1},
+			verdict: client.VerdictAbsent, maxLookups: 1},
 		{name: "sent recently: waits only the rest of the bound", caps: consistent, sentBy: 4 * time.Second, never: true, maxWait: 7 * time.Second,
-			verdict: client.VerdictNotFound, absent: true, minElapsed: 6 * time.Second},
+			verdict: client.VerdictAbsent, minElapsed: 6 * time.Second},
 		{name: "found at once", caps: consistent, committed: -time.Second, verdict: client.VerdictFound, maxLookups: 1},
 		{name: "consistent miss waits out requests in flight", caps: consistent, never: true,
-			verdict: client.VerdictNotFound, absent: true, minElapsed: 10 * time.Second},
+			verdict: client.VerdictAbsent, minElapsed: 10 * time.Second},
 		{name: "a request in flight commits after the first lookup", caps: consistent, committed: 3 * time.Second,
 			verdict: client.VerdictFound},
 		{name: "consistent miss with too short a wait", caps: consistent, never: true, maxWait: 5 * time.Second,
 			verdict: client.VerdictUnknown},
 		{name: "eventual miss waits out in flight and index lag", caps: eventual, never: true,
-			verdict: client.VerdictNotFound, absent: true, minElapsed: 30 * time.Second},
+			verdict: client.VerdictAbsent, minElapsed: 30 * time.Second},
 		{name: "eventual lookup finds the effect once indexed", caps: eventual, committed: -time.Second,
 			verdict: client.VerdictFound, minElapsed: 19 * time.Second},
 		{name: "late resend of an old attempt is still found", caps: eventual, attemptAt: time.Hour, committed: -100 * time.Millisecond,
@@ -114,24 +113,24 @@ func TestPolicy(t *testing.T) {
 		{name: "eventual miss inside the lag with too short a wait", caps: eventual, never: true, maxWait: 15 * time.Second,
 			verdict: client.VerdictUnknown},
 		{name: "inside the dedup window the resend is the lookup", caps: stripeLike, attemptAt: time.Hour, never: true,
-			verdict: client.VerdictNotFound, maxLookups: 1},
+			verdict: client.VerdictResendSafe, maxLookups: 1},
 		{name: "inside the dedup window a found effect is reported", caps: stripeLike, attemptAt: time.Hour, committed: -2 * time.Minute,
 			verdict: client.VerdictFound, maxLookups: 1},
 		{name: "near the end of the dedup window", caps: stripeLike, attemptAt: 23 * time.Hour, never: true, maxWait: 2 * time.Minute,
-			verdict: client.VerdictNotFound, absent: true, minElapsed: 70 * time.Second},
+			verdict: client.VerdictAbsent, minElapsed: 70 * time.Second},
 		{name: "dedup window with unknown attempt start", caps: stripeLike, never: true, maxWait: 30 * time.Second,
 			verdict: client.VerdictUnknown},
 		{name: "upsert", caps: providers.Capabilities{Lookup: providers.Consistent, Upsert: true}, never: true,
-			verdict: client.VerdictNotFound, maxLookups: 1},
+			verdict: client.VerdictResendSafe, maxLookups: 1},
 		{name: "no lookup inside the window", caps: providers.Capabilities{DedupWindow: time.Hour}, attemptAt: time.Minute, never: true,
-			verdict: client.VerdictNotFound},
+			verdict: client.VerdictResendSafe},
 		{name: "no lookup outside the window", caps: providers.Capabilities{DedupWindow: time.Hour}, attemptAt: 2 * time.Hour, never: true,
 			verdict: client.VerdictUnknown},
 		{name: "no lookup, no window", caps: providers.Capabilities{}, never: true, verdict: client.VerdictUnknown},
 		{name: "without resends the dedup window does not decide", caps: stripeLike, attemptAt: time.Hour, never: true, noResend: true,
-			maxWait: 2 * time.Minute, verdict: client.VerdictNotFound, absent: true, minElapsed: 70 * time.Second},
+			maxWait: 2 * time.Minute, verdict: client.VerdictAbsent, minElapsed: 70 * time.Second},
 		{name: "without resends an upsert is looked up", caps: providers.Capabilities{Lookup: providers.Consistent, Upsert: true}, never: true,
-			noResend: true, verdict: client.VerdictNotFound, absent: true, minElapsed: 10 * time.Second},
+			noResend: true, verdict: client.VerdictAbsent, minElapsed: 10 * time.Second},
 		{name: "without resends and without lookup", caps: providers.Capabilities{DedupWindow: time.Hour}, attemptAt: time.Minute, never: true,
 			noResend: true, verdict: client.VerdictUnknown},
 	}
@@ -154,14 +153,19 @@ func TestPolicy(t *testing.T) {
 			if tc.sentBy > 0 {
 				inv.SentBy = t0.Add(-tc.sentBy)
 			}
-			f, err := reconcile.New(p, cfg).Check(context.Background(), inv, !tc.noResend)
+			policy := reconcile.New(p, cfg)
+			ask := policy.Reconcile
+			if tc.noResend {
+				ask = policy.ReconcileByLookup
+			}
+			f, err := ask(context.Background(), inv)
 			if err != nil {
-				t.Fatalf("Check: %v", err)
+				t.Fatalf("reconcile: %v", err)
 			}
 			elapsed := clock.Now().Sub(t0)
-			if f.Verdict != tc.verdict || f.Absent != tc.absent {
-				t.Fatalf("verdict %s (absent %v, reason %q), want %s (absent %v); %d lookups over %s",
-					f.Verdict, f.Absent, f.Reason, tc.verdict, tc.absent, p.count(), elapsed)
+			if f.Verdict != tc.verdict {
+				t.Fatalf("verdict %s (reason %q), want %s; %d lookups over %s",
+					f.Verdict, f.Reason, tc.verdict, p.count(), elapsed)
 			}
 			if elapsed < tc.minElapsed {
 				t.Errorf("decided after %s, want at least %s", elapsed, tc.minElapsed)
@@ -185,7 +189,7 @@ func TestPolicy(t *testing.T) {
 					t.Errorf("gave up after %s, before MaxWait %s", elapsed, wait)
 				}
 			}
-			if f.Verdict == client.VerdictNotFound && f.Absent {
+			if f.Verdict == client.VerdictAbsent {
 				// The final lookup was made after every request could have
 				// committed and been indexed.
 				last := p.lookups[len(p.lookups)-1]
@@ -201,7 +205,7 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
-func TestReconcileMatchesCheck(t *testing.T) {
+func TestReconcileFindsEffect(t *testing.T) {
 	t.Parallel()
 	clock := ledgertest.NewClock(t0)
 	p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent}, clock: clock, committedAt: t0}
@@ -223,14 +227,14 @@ func TestDownstreamKey(t *testing.T) {
 	} {
 		clock := ledgertest.NewClock(t0)
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent}, clock: clock, committedAt: t0}
-		if _, err := reconcile.New(p, fakeTime(clock)).Check(context.Background(), tc.inv, true); err != nil {
+		if _, err := reconcile.New(p, fakeTime(clock)).Reconcile(context.Background(), tc.inv); err != nil {
 			t.Fatal(err)
 		}
 		if len(p.keys) != 1 || p.keys[0] != tc.want {
 			t.Errorf("%+v: looked up %q, want %q", tc.inv, p.keys, tc.want)
 		}
 	}
-	_, err := reconcile.New(&provider{}, nil).Check(context.Background(), client.Invocation{}, true)
+	_, err := reconcile.New(&provider{}, nil).Reconcile(context.Background(), client.Invocation{})
 	if !errors.Is(err, reconcile.ErrNoKey) {
 		t.Errorf("no key: %v, want ErrNoKey", err)
 	}
@@ -245,9 +249,9 @@ func TestLookupErrors(t *testing.T) {
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent}, clock: clock, err: down}
 		cfg := fakeTime(clock)
 		cfg.MaxWait = 5 * time.Second
-		f, err := reconcile.New(p, cfg).Check(context.Background(), client.Invocation{Key: "k", Attempt: 1}, true)
+		f, err := reconcile.New(p, cfg).Reconcile(context.Background(), client.Invocation{Key: "k", Attempt: 1})
 		if !errors.Is(err, down) || f.Verdict != client.VerdictUnknown {
-			t.Fatalf("Check = %+v, %v; want unknown and the lookup error", f, err)
+			t.Fatalf("Reconcile = %+v, %v; want unknown and the lookup error", f, err)
 		}
 		if p.count() < 3 {
 			t.Errorf("%d lookups in 5s of backoff from 100ms, want retries", p.count())
@@ -257,9 +261,9 @@ func TestLookupErrors(t *testing.T) {
 		t.Parallel()
 		clock := ledgertest.NewClock(t0)
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent, DedupWindow: time.Hour}, clock: clock, err: down}
-		f, err := reconcile.New(p, fakeTime(clock)).Check(context.Background(), client.Invocation{Key: "k", Attempt: 1, AttemptAt: t0}, true)
-		if err != nil || f.Verdict != client.VerdictNotFound || f.Absent {
-			t.Fatalf("Check = %+v, %v; want a resend", f, err)
+		f, err := reconcile.New(p, fakeTime(clock)).Reconcile(context.Background(), client.Invocation{Key: "k", Attempt: 1, AttemptAt: t0})
+		if err != nil || f.Verdict != client.VerdictResendSafe {
+			t.Fatalf("Reconcile = %+v, %v; want a resend", f, err)
 		}
 		if p.count() < 3 {
 			t.Errorf("%d lookups: a failed lookup is retried before the resend decides", p.count())
@@ -277,9 +281,9 @@ func TestContextEnds(t *testing.T) {
 		cancel()
 		return ctx.Err()
 	}
-	f, err := reconcile.New(p, cfg).Check(ctx, client.Invocation{Key: "k", Attempt: 1}, true)
+	f, err := reconcile.New(p, cfg).Reconcile(ctx, client.Invocation{Key: "k", Attempt: 1})
 	if !errors.Is(err, context.Canceled) || f.Verdict != client.VerdictUnknown {
-		t.Fatalf("Check = %+v, %v; want context.Canceled", f, err)
+		t.Fatalf("Reconcile = %+v, %v; want context.Canceled", f, err)
 	}
 }
 
@@ -290,9 +294,9 @@ func TestRealSleepBounded(t *testing.T) {
 	p := &provider{caps: providers.Capabilities{Lookup: providers.Eventual, IndexLag: time.Hour}, clock: ledgertest.NewClock(t0)}
 	start := time.Now()
 	f, err := reconcile.New(p, &reconcile.Config{MaxWait: 30 * time.Millisecond, InitialInterval: 5 * time.Millisecond}).
-		Check(context.Background(), client.Invocation{Key: "k", Attempt: 1}, true)
+		Reconcile(context.Background(), client.Invocation{Key: "k", Attempt: 1})
 	if err != nil || f.Verdict != client.VerdictUnknown || !strings.Contains(f.Reason, "index") {
-		t.Fatalf("Check = %+v, %v", f, err)
+		t.Fatalf("Reconcile = %+v, %v", f, err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("took %s with MaxWait 30ms", d)

@@ -254,7 +254,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 	switch {
 	case err != nil:
 		return ledger.StateUncertain, fmt.Errorf("reconcile: sweep %s: %w", rec.Key, err)
-	case f.Verdict != client.VerdictFound && !f.Absent:
+	case f.Verdict != client.VerdictFound && f.Verdict != client.VerdictAbsent:
 		return ledger.StateUncertain, nil
 	}
 	cr, owner, err := s.claim(ctx, rec)
@@ -280,10 +280,10 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 			return "", fmt.Errorf("reconcile: sweep %s: record done: %w", rec.Key, err)
 		}
 		return ledger.StateDone, nil
-	case f.Absent:
+	case f.Verdict == client.VerdictAbsent:
 		return ledger.StateFailed, s.settle(ctx, rec.Key, owner, ledger.Failure{Definite: true,
 			Reason: "reconcile: the provider has no such effect and no earlier request can still create it"})
-	case f.Verdict == client.VerdictNotFound:
+	case f.Verdict == client.VerdictResendSafe:
 		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
 			Reason: "reconcile: the provider would deduplicate a resend; the next call of this action resends it"})
 	default:
@@ -334,14 +334,13 @@ func (s *Sweeper) release(ctx context.Context, key, owner string, cr ledger.Clai
 	return s.settle(ctx, key, owner, ledger.Failure{Definite: true, Reason: reason})
 }
 
-// check asks r, through Check without resends when it can. Other
-// reconcilers' NotFound is taken as "a resend is safe", not as absence.
-func check(ctx context.Context, r client.Reconciler, inv client.Invocation) (Finding, error) {
-	if c, ok := r.(Checker); ok {
-		return c.Check(ctx, inv, false)
+// check asks r, through ReconcileByLookup when it can: the sweeper cannot
+// resend.
+func check(ctx context.Context, r client.Reconciler, inv client.Invocation) (client.Reconciliation, error) {
+	if l, ok := r.(LookupReconciler); ok {
+		return l.ReconcileByLookup(ctx, inv)
 	}
-	rec, err := r.Reconcile(ctx, inv)
-	return Finding{Reconciliation: rec}, err
+	return r.Reconcile(ctx, inv)
 }
 
 // writeContext outlives the sweep's context: a record that was claimed is

@@ -375,9 +375,9 @@ func (p countingPolicy) Reconcile(ctx context.Context, inv client.Invocation) (c
 	return p.Policy.Reconcile(ctx, inv)
 }
 
-func (p countingPolicy) Check(ctx context.Context, inv client.Invocation, canResend bool) (reconcile.Finding, error) {
+func (p countingPolicy) ReconcileByLookup(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
 	p.n.Add(1)
-	return p.Policy.Check(ctx, inv, canResend)
+	return p.Policy.ReconcileByLookup(ctx, inv)
 }
 
 // idemSide is a worker's idemkit setup.

@@ -49,8 +49,8 @@ type Contact struct {
 	Created bool `json:"-"`
 }
 
-// Check implements providers.Checker.
-func (c *Contact) Check() error {
+// Validate implements providers.Validator.
+func (c *Contact) Validate() error {
 	if c.ID == "" {
 		return errors.New("a contact without an id")
 	}

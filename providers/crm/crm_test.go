@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
@@ -115,7 +116,7 @@ func TestInvalidUpserts(t *testing.T) {
 		t.Fatalf("empty key: %v", err)
 	}
 	_, err := c.Upsert(context.Background(), "k", crm.ContactInput{Email: "nope"})
-	if client.ClassOf(err) != client.ClassPermanent {
+	if errclass.Of(err) != errclass.Permanent {
 		t.Fatalf("bad email: %v", err)
 	}
 	if n := len(s.Journal()); n != 0 {
@@ -134,7 +135,7 @@ func TestAnswerForAnotherContact(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, err := newClient(srv.URL).Upsert(context.Background(), "k", ada)
-	if client.ClassOf(err) != client.ClassAmbiguous || !errors.Is(err, providers.ErrBadResponse) {
+	if errclass.Of(err) != errclass.Ambiguous || !errors.Is(err, providers.ErrBadResponse) {
 		t.Fatalf("%v", err)
 	}
 }

@@ -204,7 +204,7 @@ type resource struct {
 	Object string `json:"object"`
 }
 
-func (r *resource) Check() error {
+func (r *resource) Validate() error {
 	if r.ID == "" {
 		return errors.New(`the resource has no "id"`)
 	}

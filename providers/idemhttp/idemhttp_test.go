@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/idemfake"
@@ -29,7 +30,7 @@ type order struct {
 	Quantity int64  `json:"quantity"`
 }
 
-func (o *order) Check() error {
+func (o *order) Validate() error {
 	if o.ID == "" || o.Object != "order" {
 		return errors.New("not an order")
 	}
@@ -120,7 +121,7 @@ func TestDraftErrors(t *testing.T) {
 	ctx := context.Background()
 	// The API never sees the key under another header name.
 	_, err := newClient(s.URL, &idemhttp.Config{KeyHeader: "X-Request-Key"}).Post(ctx, "k", "/v1/orders", book, nil)
-	if client.ClassOf(err) != client.ClassPermanent || !errors.Is(err, idemhttp.ErrKeyMissing) {
+	if errclass.Of(err) != errclass.Permanent || !errors.Is(err, idemhttp.ErrKeyMissing) {
 		t.Fatalf("missing key: %v", err)
 	}
 	c := newClient(s.URL, nil)
@@ -128,12 +129,12 @@ func TestDraftErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Post(ctx, "k", "/v1/orders", map[string]any{"sku": "BOOK-1", "quantity": 3}, nil)
-	if client.ClassOf(err) != client.ClassPermanent || !errors.Is(err, idemhttp.ErrKeyReused) {
+	if errclass.Of(err) != errclass.Permanent || !errors.Is(err, idemhttp.ErrKeyReused) {
 		t.Fatalf("payload mismatch: %v", err)
 	}
 	// An ordinary validation error is permanent but not about the key.
 	_, err = c.Post(ctx, "k2", "/v1/orders", map[string]any{"sku": "BOOK-1", "quantity": 0}, nil)
-	if client.ClassOf(err) != client.ClassPermanent || errors.Is(err, idemhttp.ErrKeyMissing) {
+	if errclass.Of(err) != errclass.Permanent || errors.Is(err, idemhttp.ErrKeyMissing) {
 		t.Fatalf("invalid order: %v", err)
 	}
 	for _, key := range []string{"", "naïve"} {
@@ -162,7 +163,7 @@ func TestKeyInUse(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, err := newClient(srv.URL, nil).Post(context.Background(), "k", "/v1/orders", book, nil)
-	if client.ClassOf(err) != client.ClassDefinite || !errors.Is(err, idemhttp.ErrKeyInUse) || calls.Load() != 4 {
+	if errclass.Of(err) != errclass.Definite || !errors.Is(err, idemhttp.ErrKeyInUse) || calls.Load() != 4 {
 		t.Fatalf("%v after %d requests", err, calls.Load())
 	}
 }

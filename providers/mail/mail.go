@@ -74,8 +74,8 @@ type Sent struct {
 	Existing bool `json:"-"`
 }
 
-// Check implements providers.Checker.
-func (m *Sent) Check() error {
+// Validate implements providers.Validator.
+func (m *Sent) Validate() error {
 	if m.ID == "" {
 		return errors.New("a message without an id")
 	}
@@ -91,12 +91,12 @@ type searchResult struct {
 	Data []Sent `json:"data"`
 }
 
-func (r *searchResult) Check() error {
+func (r *searchResult) Validate() error {
 	if r.Data == nil {
 		return errors.New(`no "data" list`)
 	}
 	for i := range r.Data {
-		if err := r.Data[i].Check(); err != nil {
+		if err := r.Data[i].Validate(); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/mailfake"
@@ -132,7 +133,7 @@ func TestInvalidSends(t *testing.T) {
 	bad.To = "not an address"
 	_, err := c.Send(ctx, "k", bad)
 	var pe *providers.ProviderError
-	if client.ClassOf(err) != client.ClassPermanent || !errors.As(err, &pe) || pe.Status != 400 || pe.Code != "invalid_field" {
+	if errclass.Of(err) != errclass.Permanent || !errors.As(err, &pe) || pe.Status != 400 || pe.Code != "invalid_field" {
 		t.Fatalf("bad address: %v", err)
 	}
 	if n := len(s.Journal()); n != 0 {
@@ -211,7 +212,7 @@ func TestLookup(t *testing.T) {
 	}
 
 	s.Faults.Add(fault.Rule{Route: "GET /v1/messages", Action: fault.FailBeforeCommit, Status: 500})
-	if _, err := c.Lookup(ctx, "k"); client.ClassOf(err) != client.ClassAmbiguous {
+	if _, err := c.Lookup(ctx, "k"); errclass.Of(err) != errclass.Ambiguous {
 		t.Fatalf("failed lookup: %v", err)
 	}
 }
@@ -232,12 +233,12 @@ func TestLookupWithReconcilePolicy(t *testing.T) {
 		Clock: clock, InFlight: time.Second, MaxWait: 5 * time.Minute,
 		Sleep: func(_ context.Context, d time.Duration) error { clock.Advance(d); return nil },
 	})
-	f, err := policy.Check(ctx, client.Invocation{DownstreamKey: "k"}, false)
+	f, err := policy.ReconcileByLookup(ctx, client.Invocation{DownstreamKey: "k"})
 	if err != nil || f.Verdict != client.VerdictFound || f.Effect.Ref != sent.ID {
 		t.Fatalf("sent: %+v, %v", f, err)
 	}
-	f, err = policy.Check(ctx, client.Invocation{DownstreamKey: "never-sent"}, false)
-	if err != nil || f.Verdict != client.VerdictNotFound || !f.Absent {
+	f, err = policy.ReconcileByLookup(ctx, client.Invocation{DownstreamKey: "never-sent"})
+	if err != nil || f.Verdict != client.VerdictAbsent {
 		t.Fatalf("never sent: %+v, %v", f, err)
 	}
 }

@@ -47,8 +47,8 @@ type PaymentIntent struct {
 	Replayed bool `json:"-"`
 }
 
-// Check implements providers.Checker.
-func (p *PaymentIntent) Check() error {
+// Validate implements providers.Validator.
+func (p *PaymentIntent) Validate() error {
 	if p.Object != "payment_intent" || !strings.HasPrefix(p.ID, "pi_") {
 		return fmt.Errorf("not a payment_intent: object %q, id %q", p.Object, p.ID)
 	}

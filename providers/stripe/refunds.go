@@ -38,8 +38,8 @@ type Refund struct {
 	Replayed bool `json:"-"`
 }
 
-// Check implements providers.Checker.
-func (r *Refund) Check() error {
+// Validate implements providers.Validator.
+func (r *Refund) Validate() error {
 	if r.Object != "refund" || !strings.HasPrefix(r.ID, "re_") {
 		return fmt.Errorf("not a refund: object %q, id %q", r.Object, r.ID)
 	}

@@ -198,8 +198,8 @@ type list[T any] struct {
 	NextPage *string `json:"next_page"`
 }
 
-// Check implements providers.Checker.
-func (l *list[T]) Check() error {
+// Validate implements providers.Validator.
+func (l *list[T]) Validate() error {
 	if l.Object != "list" && l.Object != "search_result" {
 		return fmt.Errorf("object %q, want a list", l.Object)
 	}

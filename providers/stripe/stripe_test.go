@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/stripefake"
@@ -164,7 +165,7 @@ func TestDeclineIsPermanentAndReplayed(t *testing.T) {
 	declined.PaymentMethod = "pm_card_chargeDeclined"
 	for range 2 {
 		_, err := sc.PaymentIntents.Create(context.Background(), "k-declined", declined)
-		if client.ClassOf(err) != client.ClassPermanent || !errors.Is(err, stripe.ErrCardDeclined) {
+		if errclass.Of(err) != errclass.Permanent || !errors.Is(err, stripe.ErrCardDeclined) {
 			t.Fatalf("%v: want a permanent decline", err)
 		}
 		var pe *providers.ProviderError
@@ -197,7 +198,7 @@ func TestReplayAndKeyReuse(t *testing.T) {
 	other := payment
 	other.Amount = 9999
 	_, err = sc.PaymentIntents.Create(ctx, "k", other)
-	if client.ClassOf(err) != client.ClassPermanent || !errors.Is(err, stripe.ErrKeyReused) {
+	if errclass.Of(err) != errclass.Permanent || !errors.Is(err, stripe.ErrKeyReused) {
 		t.Fatalf("key reused with another amount: %v", err)
 	}
 	if n := len(s.Journal()); n != 1 {
@@ -219,7 +220,7 @@ func TestKeyInUse(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, err := newClient(srv.URL, nil).PaymentIntents.Create(context.Background(), "k", payment)
-	if client.ClassOf(err) != client.ClassDefinite || !errors.Is(err, stripe.ErrKeyInUse) {
+	if errclass.Of(err) != errclass.Definite || !errors.Is(err, stripe.ErrKeyInUse) {
 		t.Fatalf("%v, want definite key in use", err)
 	}
 	if n := calls.Load(); n != 4 {
@@ -233,7 +234,7 @@ func TestInvalidCallsSendNothing(t *testing.T) {
 	sc := newClient(s.URL, nil)
 	ctx := context.Background()
 	_, err := sc.PaymentIntents.Create(ctx, "", payment)
-	if !errors.Is(err, providers.ErrInvalidRequest) || client.ClassOf(err) != client.ClassPermanent {
+	if !errors.Is(err, providers.ErrInvalidRequest) || errclass.Of(err) != errclass.Permanent {
 		t.Fatalf("empty key: %v", err)
 	}
 	p := payment
@@ -248,7 +249,7 @@ func TestInvalidCallsSendNothing(t *testing.T) {
 		p = payment
 		p.Metadata = map[string]string{k: "v"}
 		_, err := sc.PaymentIntents.Create(ctx, "k-brackets", p)
-		if !errors.Is(err, providers.ErrInvalidRequest) || !strings.Contains(err.Error(), "[ or ]") || client.ClassOf(err) != client.ClassPermanent {
+		if !errors.Is(err, providers.ErrInvalidRequest) || !strings.Contains(err.Error(), "[ or ]") || errclass.Of(err) != errclass.Permanent {
 			t.Fatalf("metadata key %q: %v", k, err)
 		}
 		if _, err := sc.Refunds.Create(ctx, "k-brackets", stripe.RefundParams{PaymentIntent: "pi_1", Metadata: map[string]string{k: "v"}}); !errors.Is(err, providers.ErrInvalidRequest) {
@@ -258,7 +259,7 @@ func TestInvalidCallsSendNothing(t *testing.T) {
 	// A parameter Stripe rejects is a permanent failure.
 	p = payment
 	p.Currency = ""
-	if _, err := sc.PaymentIntents.Create(ctx, "k2", p); client.ClassOf(err) != client.ClassPermanent {
+	if _, err := sc.PaymentIntents.Create(ctx, "k2", p); errclass.Of(err) != errclass.Permanent {
 		t.Fatalf("missing currency: %v", err)
 	}
 	if n := len(s.Journal()); n != 0 {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -44,7 +44,7 @@ type Want int
 const (
 	// Success: the call succeeds and exactly one effect exists.
 	Success Want = iota
-	// Definite: a definite failure (client.ClassDefinite) and no effect.
+	// Definite: a definite failure (errclass.Definite) and no effect.
 	Definite
 	// Ambiguous: an ambiguous failure; Case.Effects effects exist (once the
 	// provider finished a request the client gave up on).
@@ -144,17 +144,17 @@ func Check(t *testing.T, c Case, err error, effects func() []fakes.Effect) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("%s: error %v (%T) is not a *providers.ProviderError", c.Name, err, err)
 	}
-	class := client.ClassOf(err)
+	class := errclass.Of(err)
 	switch want {
 	case Definite:
-		if class != client.ClassDefinite {
+		if class != errclass.Definite {
 			t.Fatalf("%s: class %v, want definite: %v", c.Name, class, err)
 		}
 		if n := len(effects()); n != 0 {
 			t.Fatalf("%s: definite failure with %d effects", c.Name, n)
 		}
 	case Ambiguous:
-		if class != client.ClassAmbiguous {
+		if class != errclass.Ambiguous {
 			t.Fatalf("%s: class %v, want ambiguous: %v", c.Name, class, err)
 		}
 		// A request the client gave up on may still commit: wait for the

@@ -1,0 +1,96 @@
+package client
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// Config tunes an Executor. The zero value of each field selects its
+// default.
+type Config struct {
+	// Lease is how long a claim blocks other callers while the tool runs
+	// (default 2 minutes). The context's deadline shortens it: a Lambda
+	// invocation's claim lapses with the invocation. Long runs renew the
+	// lease with Store.Extend.
+	Lease time.Duration
+	// Retention is how long a done or failed record is kept, counted from
+	// when it was settled (default 24 hours), whatever the lease: a record
+	// settled after a long run is kept for the whole retention. Pending and
+	// uncertain records are never dropped. Keep it at least as long as the
+	// providers' deduplication windows.
+	Retention time.Duration
+	// Wait is how long a call waits for a duplicate in flight elsewhere to
+	// finish before answering InProgress (default 2 seconds; negative: no
+	// wait).
+	Wait time.Duration
+	// RecordTimeout bounds the retries of a record write after the tool ran
+	// (default 10 seconds).
+	RecordTimeout time.Duration
+	// MaxInputBytes bounds a call's input (default 1 MiB).
+	MaxInputBytes int
+	// MaxResultBytes bounds the stored result payload (default 64 KiB, at
+	// most ledger.MaxResultBytes). A larger result is not stored; the record
+	// is marked Truncated and replays carry no payload.
+	MaxResultBytes int
+	// Clock tells the time (default: the system clock).
+	Clock ledger.Clock
+	// NewOwner returns a fresh owner token per claim (default: 128 random
+	// bits).
+	NewOwner func() string
+	// Logger receives structured events (default: discard): at Info one
+	// "idemkit call" per call with its outcome and latency, and the
+	// takeovers and reconciliations; at Warn uncertain outcomes, writes
+	// fenced off by a newer owner, failed lease renewals and lost leases;
+	// at Debug claims, replays and in-process merges. Every event carries
+	// the tool, run, action key and attempt.
+	Logger *slog.Logger
+	// LogInput adds the call's input to the events. Off by default: the
+	// input may hold personal data.
+	LogInput bool
+	// Disabled runs every tool directly, without the ledger: no claim, no
+	// replay, no merging, no reconciliation, so repeats are NOT
+	// deduplicated by idemkit (providers still get the downstream key).
+	// It is an emergency switch, for example while the ledger is down and
+	// the agent must go on. The environment variable IDEMKIT_DISABLED
+	// (DisabledEnv) set to 1, true, yes or on sets it. New and every call log
+	// a warning while it is on.
+	Disabled bool
+}
+
+func (c *Config) withDefaults() Config {
+	var d Config
+	if c != nil {
+		d = *c
+	}
+	if d.Lease <= 0 {
+		d.Lease = 2 * time.Minute
+	}
+	if d.Retention <= 0 {
+		d.Retention = 24 * time.Hour
+	}
+	if d.Wait == 0 {
+		d.Wait = 2 * time.Second
+	}
+	if d.RecordTimeout <= 0 {
+		d.RecordTimeout = 10 * time.Second
+	}
+	if d.MaxInputBytes <= 0 {
+		d.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if d.MaxResultBytes <= 0 {
+		d.MaxResultBytes = 64 << 10
+	}
+	d.MaxResultBytes = min(d.MaxResultBytes, ledger.MaxResultBytes)
+	if d.Clock == nil {
+		d.Clock = ledger.SystemClock{}
+	}
+	if d.NewOwner == nil {
+		d.NewOwner = ledger.NewOwner
+	}
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	return d
+}
