@@ -36,9 +36,16 @@ type Config struct {
 	MaxResultBytes int
 	// Clock tells the time (default: the system clock).
 	Clock ledger.Clock
-	// NewOwner returns a fresh owner token per claim (default: 128 random
-	// bits).
+	// NewOwner returns a fresh owner token per claim (default:
+	// ledger.NewOwner, which names this process).
 	NewOwner func() string
+	// OwnerExited reports whether the owner token of a pending record
+	// names a process known to have exited (default: ledger.OwnerExited,
+	// which knows only this machine's processes). A call blocked by such a
+	// record takes it over at once and reconciles, as after its lease;
+	// otherwise it waits for the lease. A function that always reports
+	// false always waits for the lease.
+	OwnerExited func(owner string) bool
 	// Logger receives structured events (default: discard): at Info one
 	// "idemkit call" per call with its outcome and latency, and the
 	// takeovers and reconciliations; at Warn uncertain outcomes, writes
@@ -88,6 +95,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.NewOwner == nil {
 		d.NewOwner = ledger.NewOwner
+	}
+	if d.OwnerExited == nil {
+		d.OwnerExited = ledger.OwnerExited
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)

@@ -28,6 +28,10 @@ type run struct {
 	// written under the claim.
 	done       bool
 	completion ledger.Completion
+	// abandoned is the owner token of the pending record blocking the
+	// call, once its process was found to have exited: the next claim
+	// takes the record over.
+	abandoned string
 }
 
 func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID string, call Call) (Result, error) {
@@ -129,6 +133,7 @@ func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 		Key: r.id.key, Tool: r.t.Name, RunID: r.inv.RunID, Owner: r.owner,
 		LeaseUntil: lease, Fingerprint: r.id.fingerprint,
 		ExpiresAt: now.Add(max(retention, cfg.Lease+time.Second)),
+		Abandoned: r.abandoned,
 	}
 	// A claim whose outcome is unknown (the store was unreachable, or its
 	// reply was lost after the write applied) is repeated with the same
@@ -177,6 +182,11 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 		prev := cr.Previous
 		r.inv.AttemptAt = prev.AttemptAt
 		r.inv.SentBy = prev.LeaseUntil
+		if prev.State == ledger.StatePending && prev.Owner == r.abandoned && r.claimedAt.Before(prev.LeaseUntil) {
+			// Its owner had exited before this claim: it sent nothing
+			// after, whatever its lease said.
+			r.inv.SentBy = r.claimedAt
+		}
 		r.e.n.takeovers.Add(1)
 		r.log(ctx, slog.LevelInfo, "idemkit takeover", slog.String("previous", string(prev.State)), slog.Time("sent_by", prev.LeaseUntil))
 		if s, done := r.reconcile(f.ctx, errEarlierUnknown, AlreadyDone); done {

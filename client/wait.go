@@ -15,11 +15,13 @@ import (
 // that prev failed or vanished while we waited, so a new claim may run it;
 // the Result is then the answer to give if no more rounds are left.
 func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
-	if prev.State == ledger.StatePending && prev.Fingerprint == r.id.fingerprint {
+	if prev.State == ledger.StatePending && prev.Fingerprint == r.id.fingerprint && !r.ownerExited(ctx, prev) {
 		prev = r.waitSettled(ctx, prev)
 	}
 	inProgress := Result{Outcome: InProgress, IsError: true, Key: r.id.key, Text: textInProgress}
-	if prev == nil { // gone (expired, abandoned) while waiting: claim again
+	if prev == nil || prev.Owner == r.abandoned && prev.State == ledger.StatePending {
+		// Gone (expired, abandoned) while waiting, or its owner has
+		// exited: claim again (taking it over reconciles).
 		return inProgress, true
 	}
 	if prev.Fingerprint != r.id.fingerprint {
@@ -121,6 +123,20 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 		case rec.LeaseExpired(r.e.cfg.Clock.Now()):
 			// Abandoned: a new claim takes it over (and reconciles).
 			return nil
+		case r.ownerExited(ctx, rec):
+			return rec
 		}
 	}
+}
+
+// ownerExited reports whether rec is a pending record whose owner is known
+// to have exited (Config.OwnerExited), and if so notes its owner token for
+// the next claim, which then takes it over.
+func (r *run) ownerExited(ctx context.Context, rec *ledger.Record) bool {
+	if rec.State != ledger.StatePending || !r.e.cfg.OwnerExited(rec.Owner) {
+		return false
+	}
+	r.abandoned = rec.Owner
+	r.log(ctx, slog.LevelDebug, "idemkit owner exited", slog.String("owner", rec.Owner))
+	return true
 }
