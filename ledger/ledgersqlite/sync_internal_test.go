@@ -76,7 +76,7 @@ func TestAnsweredAfterSync(t *testing.T) {
 	first := &op{ctx: ctx, name: "claim", done: make(chan error, 1), run: func(ctx context.Context) error {
 		var attempt int
 		return s.claim.QueryRowContext(ctx, p.Key, p.Tool, p.RunID, p.Owner, p.LeaseUntil.UnixMilli(),
-			p.ExpiresAt.UnixMilli(), p.Fingerprint, time.Now().UnixMilli()).Scan(&attempt, new(string), new(string),
+			p.ExpiresAt.UnixMilli(), p.Fingerprint, time.Now().UnixMilli(), p.Abandoned).Scan(&attempt, new(string), new(string),
 			new(int64), new(int64), new(string), new(int), new(int64), new(string), new(int64), new(string), new(string))
 	}}
 	// As submit starts a commit, but with nobody taking the answer.
@@ -85,7 +85,11 @@ func TestAnsweredAfterSync(t *testing.T) {
 	s.wr.active.Add(1)
 	s.wr.mu.Unlock()
 	go s.wr.lead()
-	<-entered // committed alone, now syncing
+	select {
+	case <-entered: // committed alone, now syncing
+	case err := <-first.done:
+		t.Fatalf("the claim was answered before any sync: %v", err)
+	}
 	if len(first.done) != 0 {
 		t.Fatal("the write was answered before the sync of its commit returned")
 	}
