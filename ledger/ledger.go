@@ -139,7 +139,7 @@ type ClaimParams struct {
 	Key         string
 	Tool        string
 	RunID       string
-	Owner       string    // random per claim; later writes are conditional on it
+	Owner       string    // unique per claim (NewOwner); later writes are conditional on it
 	LeaseUntil  time.Time // until when the claim blocks others
 	Fingerprint string
 	ExpiresAt   time.Time // retention of the record

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,7 @@ type process struct {
 	*tooling.Process
 	endpoint string
 	stdin    io.Closer
+	stopping atomic.Bool
 }
 
 func startProcess(ctx context.Context, dir string) (*process, error) {
@@ -82,11 +84,20 @@ func startProcess(ctx context.Context, dir string) (*process, error) {
 		}
 		return nil, fmt.Errorf("dynalitetest: dynalite %v: %s", err, p.Out)
 	}
+	// A server that ends before the tests stop it leaves them waiting on
+	// a dead port: say why it ended.
+	go func() {
+		<-p.Exited()
+		if !p.stopping.Load() {
+			fmt.Fprintf(os.Stderr, "dynalitetest: dynalite exited while the tests ran (%v): %s\n", p.Cmd.ProcessState, p.Out)
+		}
+	}()
 	return p, nil
 }
 
 // stop ends the process group of the server and waits for it.
 func (p *process) stop() {
+	p.stopping.Store(true)
 	p.stdin.Close()
 	p.Stop(syscall.SIGTERM, 5*time.Second, true)
 }
