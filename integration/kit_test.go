@@ -14,13 +14,13 @@ import (
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -62,7 +62,7 @@ type kit struct {
 	stripe  *stripe.Client
 	mail    *mail.Client
 	crm     *crm.Client
-	idem    *idemhttp.Client
+	idem    *keyheader.Client
 	tools   map[string]client.Tool // by scenario name
 }
 
@@ -113,7 +113,7 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 			f := crmfake.NewHandler(&crmfake.Config{Seed: opt.seed, Clock: now})
 			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		case "idem":
-			f := idemfake.NewHandler(&idemfake.Config{Seed: opt.seed, Clock: now})
+			f := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: opt.seed, Clock: now})
 			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		default:
 			t.Fatalf("unknown provider %q", name)
@@ -160,7 +160,7 @@ func (k *kit) build(opt kitOptions) {
 	k.stripe = stripe.New(k.urls.Stripe, &stripe.Config{APIKey: "sk_test_integration", HTTP: httpCfg("stripe"), SearchLag: indexLagBound})
 	k.mail = mail.New(k.urls.Mail, &mail.Config{HTTP: httpCfg("mail"), IndexLag: indexLagBound})
 	k.crm = crm.New(k.urls.CRM, &crm.Config{HTTP: httpCfg("crm")})
-	k.idem = idemhttp.New(k.urls.Idem, &idemhttp.Config{HTTP: httpCfg("idem")})
+	k.idem = keyheader.New(k.urls.Idem, &keyheader.Config{HTTP: httpCfg("idem")})
 	policy := func(a providers.Adapter) client.Reconciler {
 		if opt.blind {
 			return client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
@@ -381,7 +381,7 @@ var scenarios = []scenario{
 					if err := decode(inv, &in); err != nil {
 						return client.Effect{}, err
 					}
-					var order idemfake.Order
+					var order keyheaderfake.Order
 					if _, err := k.idem.Post(ctx, inv.DownstreamKey, "/v1/orders",
 						map[string]any{"sku": in.SKU, "quantity": in.Quantity, "customer": in.OrderRef}, &order); err != nil {
 						return client.Effect{}, err

@@ -14,7 +14,7 @@ import (
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
@@ -76,7 +76,7 @@ func startFakes(cfg fakeConfig) (*fakeSet, error) {
 			s := crmfake.NewHandler(&crmfake.Config{Seed: cfg.seed, Clock: cfg.clock})
 			h, faults = s, s.Faults
 		case "idem":
-			s := idemfake.NewHandler(&idemfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			s := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: cfg.seed, Clock: cfg.clock})
 			h, faults = s, s.Faults
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ports[name])))

@@ -22,7 +22,7 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -71,7 +71,7 @@ func (p *providerFlags) adapter(name string) (providers.Adapter, error) {
 		if err := need("idem-url", p.idemURL); err != nil {
 			return nil, err
 		}
-		return idemhttp.New(p.idemURL, nil), nil
+		return keyheader.New(p.idemURL, nil), nil
 	}
 	return nil, usageErr("adapters: "+strings.Join(adapterNames, ", "), "unknown adapter %q", name)
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 )
@@ -246,7 +246,7 @@ type kit struct {
 	stripe *stripe.Client
 	mail   *mail.Client
 	crm    *crm.Client
-	idem   *idemhttp.Client
+	idem   *keyheader.Client
 }
 
 // newKit builds the adapters on the fakes; timeout bounds one request.
@@ -259,7 +259,7 @@ func newKit(set *fakeSet, conns *connTracker, now func() time.Time, timeout time
 		stripe: stripe.New(set.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey, HTTP: hc, Clock: now, SearchLag: indexLagBound}),
 		mail:   mail.New(set.servers["mail"].url, &mail.Config{HTTP: hc, IndexLag: indexLagBound}),
 		crm:    crm.New(set.servers["crm"].url, &crm.Config{HTTP: hc}),
-		idem:   idemhttp.New(set.servers["idem"].url, &idemhttp.Config{HTTP: hc}),
+		idem:   keyheader.New(set.servers["idem"].url, &keyheader.Config{HTTP: hc}),
 	}
 }
 

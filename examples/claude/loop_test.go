@@ -14,7 +14,7 @@ import (
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
@@ -25,7 +25,7 @@ import (
 type world struct {
 	mail   *mailfake.Server
 	stripe *stripefake.Server
-	posts  *idemfake.Server
+	posts  *keyheaderfake.Server
 	exec   *client.Executor
 	tools  []anthropic.ToolUnionParam
 }
@@ -33,7 +33,7 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := context.Background()
-	w := &world{mail: mailfake.NewServer(nil), stripe: stripefake.NewServer(nil), posts: idemfake.NewServer(nil)}
+	w := &world{mail: mailfake.NewServer(nil), stripe: stripefake.NewServer(nil), posts: keyheaderfake.NewServer(nil)}
 	t.Cleanup(w.mail.Close)
 	t.Cleanup(w.stripe.Close)
 	t.Cleanup(w.posts.Close)

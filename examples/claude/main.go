@@ -13,11 +13,11 @@ import (
 	"github.com/idemkit/idemkit/agent/claude"
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 )
@@ -28,7 +28,7 @@ func main() {
 		prompt = "Order ord_1001 arrived broken: refund its 15.00 EUR, reply to alice@example.com on ticket 42, and publish a short status post (slug broken-shipments) on the status channel."
 	}
 	ctx := context.Background()
-	mailSrv, stripeSrv, postSrv := mailfake.NewServer(nil), stripefake.NewServer(nil), idemfake.NewServer(nil)
+	mailSrv, stripeSrv, postSrv := mailfake.NewServer(nil), stripefake.NewServer(nil), keyheaderfake.NewServer(nil)
 	defer mailSrv.Close()
 	defer stripeSrv.Close()
 	defer postSrv.Close()
@@ -73,7 +73,7 @@ func NewShop(ctx context.Context, mailURL, stripeURL, postsURL string) (*Shop, e
 	s := &Shop{
 		Mail:   mail.New(mailURL, nil),
 		Stripe: stripe.New(stripeURL, &stripe.Config{APIKey: "sk_test_example"}),
-		Posts:  idemhttp.New(postsURL, nil),
+		Posts:  keyheader.New(postsURL, nil),
 		From:   "support@shop.example",
 	}
 	pi, err := s.Stripe.PaymentIntents.Create(ctx, "ord_1001-payment", stripe.PaymentIntentParams{

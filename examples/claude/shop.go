@@ -23,7 +23,7 @@ import (
 
 	"github.com/idemkit/idemkit/agent/claude"
 	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -37,7 +37,7 @@ type Shop struct {
 	Stripe *stripe.Client
 	// Posts publishes posts; a post is created as an order whose sku is
 	// "post/<slug>" (the IETF-key API's only resource).
-	Posts *idemhttp.Client
+	Posts *keyheader.Client
 	// Orders maps the shop's order ids to their Stripe PaymentIntents.
 	Orders map[string]string
 	// From is the sender of replies.

@@ -1,4 +1,4 @@
-// Package idemfake is a fake of a generic API that follows the IETF draft
+// Package keyheaderfake is a fake of a generic API that follows the IETF draft
 // "The Idempotency-Key HTTP Header Field": creating an order requires an
 // Idempotency-Key, and a repeat with the same key is answered from the
 // stored first response.
@@ -32,7 +32,7 @@
 // injected FailBeforeCommit or DropBeforeCommit) store nothing. Keys expire
 // Config.KeyWindow after first use, by the fake's clock. Each order created
 // is an "order" effect whose Key is the idempotency key.
-package idemfake
+package keyheaderfake
 
 import (
 	"bytes"
