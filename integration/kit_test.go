@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
 	"github.com/idemkit/idemkit/providers/keyheader"
@@ -28,7 +28,7 @@ import (
 
 // Timing. The fakes, the adapters' lookups, the reconcile policies, the
 // ledgers and the executors all read one fake clock per kit (a
-// *ledgertest.Clock), which only the tests move: a policy's waits advance
+// *clock.Fake), which only the tests move: a policy's waits advance
 // it. Real time bounds nothing but hangs.
 const (
 	// hangGuard bounds one provider request in real time. No fault
@@ -80,7 +80,7 @@ type kitOptions struct {
 	// clock is the kit's fake time: the fakes' clock, and the reconcile
 	// policies', whose waits advance it. Nil: the wall clock, for a kit
 	// whose tools never reconcile (a child process's).
-	clock *ledgertest.Clock
+	clock *clock.Fake
 	// blind replaces every reconciler by one that always answers "not
 	// found": blind retry, the behaviour idemkit exists to prevent.
 	blind bool
@@ -97,7 +97,7 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 	if opt.clock == nil {
 		t.Fatal("integration: newKit needs a clock")
 	}
-	now := opt.clock.Now
+	now := opt.clock
 	k := &kit{servers: map[string]server{}}
 	for _, name := range names {
 		var h http.Handler
@@ -184,7 +184,7 @@ func (k *kit) build(opt kitOptions) {
 
 // sleeper returns a reconcile Sleep that advances clock instead of
 // waiting.
-func sleeper(clock *ledgertest.Clock) func(ctx context.Context, d time.Duration) error {
+func sleeper(clock *clock.Fake) func(ctx context.Context, d time.Duration) error {
 	return func(ctx context.Context, d time.Duration) error {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -446,15 +446,3 @@ type Purger interface {
 	// reports how many it deleted.
 	Purge(ctx context.Context, before time.Time) (int, error)
 }
-
-// Clock tells the time. Stores take one so tests can move time without
-// sleeping.
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }

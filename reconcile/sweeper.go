@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -20,7 +21,7 @@ import (
 type SweeperConfig struct {
 	// Clock tells the time (default: the system clock). It must be the
 	// clock of the executors that wrote the records.
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Lease is how long the sweeper's claim on one record blocks others
 	// while it records a conclusive answer, or asks again about a record
 	// that changed after it was listed (default 2 minutes; keep it above
@@ -87,7 +88,7 @@ func NewSweeper(store ledger.Store, tools []client.Tool, cfg *SweeperConfig) *Sw
 		c = *cfg
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Lease <= 0 {
 		c.Lease = 2 * time.Minute

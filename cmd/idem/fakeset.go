@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
@@ -46,7 +47,7 @@ type fakeServer struct {
 // fakeConfig configures a set of fakes.
 type fakeConfig struct {
 	seed  int64
-	clock func() time.Time // nil: the wall clock
+	clock clock.Clock // nil: the wall clock
 	// indexLag delays search visibility on the fake Stripe and mail.
 	indexLag time.Duration
 	ports    map[string]int // fixed ports by fake name; 0 or missing: a free port

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/providers"
@@ -250,13 +251,16 @@ type kit struct {
 }
 
 // newKit builds the adapters on the fakes; timeout bounds one request.
-func newKit(set *fakeSet, conns *connTracker, now func() time.Time, timeout time.Duration) *kit {
+func newKit(set *fakeSet, conns *connTracker, clk clock.Clock, timeout time.Duration) *kit {
 	hc := providers.Config{
 		HTTPClient: conns.client(), Timeout: timeout, MaxRetries: 2,
 		RetryWaitMin: 5 * time.Millisecond, RetryWaitMax: 20 * time.Millisecond, MaxRetryAfter: 50 * time.Millisecond,
 	}
+	// Stripe's lookups reckon the search lag from the workers' clock.
+	stripeHTTP := hc
+	stripeHTTP.Clock = clk
 	return &kit{
-		stripe: stripe.New(set.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey, HTTP: hc, Clock: now, SearchLag: indexLagBound}),
+		stripe: stripe.New(set.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey, HTTP: stripeHTTP, SearchLag: indexLagBound}),
 		mail:   mail.New(set.servers["mail"].url, &mail.Config{HTTP: hc, IndexLag: indexLagBound}),
 		crm:    crm.New(set.servers["crm"].url, &crm.Config{HTTP: hc}),
 		idem:   keyheader.New(set.servers["idem"].url, &keyheader.Config{HTTP: hc}),

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
@@ -39,8 +40,8 @@ import (
 type Config struct {
 	// Seed seeds contact ids and random faults, so a run can be replayed.
 	Seed int64
-	// Clock is the fake's time (default time.Now).
-	Clock func() time.Time
+	// Clock is the fake's time (default: the system clock).
+	Clock clock.Clock
 }
 
 // Contact is a contact as the API returns it.

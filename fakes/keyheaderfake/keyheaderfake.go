@@ -45,6 +45,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
@@ -57,8 +58,9 @@ const DefaultKeyWindow = 24 * time.Hour
 type Config struct {
 	// Seed seeds order ids and random faults, so a run can be replayed.
 	Seed int64
-	// Clock is the fake's time (default time.Now); key expiry uses it.
-	Clock func() time.Time
+	// Clock is the fake's time (default: the system clock); key expiry
+	// uses it.
+	Clock clock.Clock
 	// KeyWindow is how long idempotency keys are kept (default 24 h).
 	KeyWindow time.Duration
 }

@@ -44,7 +44,7 @@ func wantProblem(t *testing.T, r testutil.Reply, status int, typ string) {
 func TestCreateReplayAndGet(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &keyheaderfake.Config{Clock: clock.Now})
+	s := start(t, &keyheaderfake.Config{Clock: clock})
 	first := create(t, s, `"k-1"`, order)
 	if first.Status != http.StatusCreated || !strings.HasPrefix(first.Str("id"), "ord_") || first.Str("status") != "created" ||
 		first.Header.Get("Location") != "/v1/orders/"+first.Str("id") || first.Header.Get("Idempotent-Replayed") != "" {
@@ -128,7 +128,7 @@ func TestInvalidBodiesAreNotStored(t *testing.T) {
 func TestKeysExpire(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &keyheaderfake.Config{Clock: clock.Now, KeyWindow: time.Hour})
+	s := start(t, &keyheaderfake.Config{Clock: clock, KeyWindow: time.Hour})
 	a := create(t, s, "k", order)
 	clock.Advance(59 * time.Minute)
 	if r := create(t, s, "k", order); r.Str("id") != a.Str("id") {
@@ -146,7 +146,7 @@ func TestKeysExpire(t *testing.T) {
 func TestConflictWhileInFlight(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewSignalClock()
-	s := start(t, &keyheaderfake.Config{Clock: clock.Now})
+	s := start(t, &keyheaderfake.Config{Clock: clock})
 	s.Faults.Add(fault.Rule{Route: "POST /v1/orders", Attempt: 1, Action: fault.Delay})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

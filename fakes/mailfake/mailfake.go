@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
@@ -36,9 +37,9 @@ import (
 type Config struct {
 	// Seed seeds message ids and random faults, so a run can be replayed.
 	Seed int64
-	// Clock is the fake's time (default time.Now); message times and the
-	// index lag use it.
-	Clock func() time.Time
+	// Clock is the fake's time (default: the system clock); message times
+	// and the index lag use it.
+	Clock clock.Clock
 	// IndexLag is how long after it was sent a message becomes visible to
 	// GET /v1/messages (default 0: at once).
 	IndexLag time.Duration

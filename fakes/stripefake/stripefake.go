@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
@@ -21,9 +22,9 @@ const DefaultKeyWindow = 24 * time.Hour
 type Config struct {
 	// Seed seeds object ids and random faults, so a run can be replayed.
 	Seed int64
-	// Clock is the fake's time (default time.Now): object creation times,
-	// key expiry and search lag use it.
-	Clock func() time.Time
+	// Clock is the fake's time (default: the system clock): object
+	// creation times, key expiry and search lag use it.
+	Clock clock.Clock
 	// KeyWindow is how long idempotency keys are kept (default 24 h).
 	KeyWindow time.Duration
 	// SearchLag is how long after its creation an object becomes visible

@@ -22,6 +22,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -40,7 +41,7 @@ type Config struct {
 	TTL time.Duration
 	// Clock tells the time (default: the system clock). Use the clock of
 	// the wrapped store.
-	Clock ledger.Clock
+	Clock clock.Clock
 }
 
 // Stats counts the cache's answers.
@@ -91,7 +92,7 @@ func New(next ledger.Store, cfg *Config) *Store {
 		c.TTL = DefaultTTL
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	cache, _ := lru.New[string, entry](c.Size) // only a non-positive size fails
 	return &Store{next: next, cfg: c, cache: cache, claims: map[string]claim{}}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -34,7 +35,7 @@ type API interface {
 type Config struct {
 	// Clock tells the time used in conditions and expiry checks
 	// (default ledger.SystemClock).
-	Clock ledger.Clock
+	Clock clock.Clock
 	// MaxAttempts bounds the attempts of one request when the service
 	// throttles it or its outcome is unknown (5xx, broken connection);
 	// default 5. A failed condition is never retried.
@@ -60,7 +61,7 @@ func (c *Config) withDefaults() Config {
 		d = *c
 	}
 	if d.Clock == nil {
-		d.Clock = ledger.SystemClock{}
+		d.Clock = clock.System{}
 	}
 	if d.MaxAttempts <= 0 {
 		d.MaxAttempts = 5

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -26,12 +27,12 @@ const DefaultListLimit = 1000
 // Config tunes a Store. The zero value selects the defaults.
 type Config struct {
 	// Clock tells the time (default: ledger.SystemClock).
-	Clock ledger.Clock
+	Clock clock.Clock
 }
 
 // Store is an in-memory ledger.Store. The zero value is not usable; call New.
 type Store struct {
-	clock ledger.Clock
+	clock clock.Clock
 
 	mu      sync.Mutex
 	records map[string]*ledger.Record
@@ -44,7 +45,7 @@ var (
 
 // New returns an empty Store.
 func New(cfg *Config) *Store {
-	s := &Store{clock: ledger.SystemClock{}, records: map[string]*ledger.Record{}}
+	s := &Store{clock: clock.System{}, records: map[string]*ledger.Record{}}
 	if cfg != nil && cfg.Clock != nil {
 		s.clock = cfg.Clock
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -37,7 +38,7 @@ type Config struct {
 	// Clock tells the time (default: ledger.SystemClock). Lease and expiry
 	// are compared with this clock's time, sent with every statement, never
 	// with the server's.
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Schema and Table name the ledger table (default public and
 	// idemkit_records): letters, digits and underscores, the table at most
 	// 48 bytes, the schema at most 63.
@@ -70,7 +71,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 		c = *cfg
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
@@ -97,7 +98,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 // connection.
 type Store struct {
 	db    Querier
-	clock ledger.Clock
+	clock clock.Clock
 	mode  pgx.QueryExecMode
 	batch int
 	sql   *statements

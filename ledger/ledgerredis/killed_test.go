@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // Environment of the child process of TestKilledWhileClaimed.
@@ -65,7 +65,7 @@ func TestKilledWhileClaimed(t *testing.T) {
 		t.Fatal("the child exited cleanly; want killed")
 	}
 
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	store, closeStore, err := ledgerredis.OpenURL(context.Background(), ledgerURL, &ledgerredis.Config{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +98,7 @@ func killedChild() error {
 	if err != nil {
 		return err
 	}
-	clock := ledgertest.NewClock(time.UnixMilli(ms))
+	clock := clock.NewFake(time.UnixMilli(ms))
 	store, closeStore, err := ledgerredis.OpenURL(context.Background(), os.Getenv(envChild), &ledgerredis.Config{Clock: clock})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -46,7 +47,7 @@ var ErrNotReplicated = errors.New("ledgerredis: write not acknowledged by enough
 type Config struct {
 	// Clock tells the time (default: ledger.SystemClock). Leases and
 	// retention are compared with it, not with the server's clock.
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Prefix starts every key of the ledger (default "idem"). Stores that
 	// share a ledger use the same prefix; different prefixes are separate
 	// ledgers on one server.
@@ -68,7 +69,7 @@ type Config struct {
 // safe for concurrent use, also by other processes sharing the server.
 type Store struct {
 	c            redis.UniversalClient
-	clock        ledger.Clock
+	clock        clock.Clock
 	prefix       string
 	wait         int
 	waitTimeout  time.Duration
@@ -83,7 +84,7 @@ var _ ledger.Store = (*Store)(nil)
 // New returns a Store on client. The client stays the caller's: closing it
 // is the caller's job.
 func New(client redis.UniversalClient, cfg *Config) *Store {
-	s := &Store{c: client, clock: ledger.SystemClock{}, prefix: DefaultPrefix,
+	s := &Store{c: client, clock: clock.System{}, prefix: DefaultPrefix,
 		waitTimeout: DefaultWaitTimeout, pendingGrace: DefaultPendingGrace.Milliseconds()}
 	if cfg == nil {
 		return s

@@ -160,6 +160,7 @@ import (
 	"modernc.org/sqlite" // registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -194,7 +195,7 @@ const (
 // Config tunes a Store. The zero value selects the defaults.
 type Config struct {
 	// Clock tells the time (default: ledger.SystemClock).
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Synchronous is the sync mode (default SyncFull); see the package
 	// documentation for the trade-off.
 	Synchronous Synchronous
@@ -206,7 +207,7 @@ type Config struct {
 // Store is a ledger.Store in one SQLite file. It is safe for concurrent use
 // by goroutines and by other processes that open the same file.
 type Store struct {
-	clock ledger.Clock
+	clock clock.Clock
 	w, r  *sql.DB // one writing connection; a pool of read-only ones
 
 	path     string      // absolute
@@ -353,7 +354,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		c = *cfg
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.BusyTimeout <= 0 {
 		c.BusyTimeout = 5 * time.Second

@@ -3,7 +3,7 @@
 // A backend's test calls Run with a constructor:
 //
 //	func TestConformance(t *testing.T) {
-//		ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+//		ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 //			return mystore.New(..., &mystore.Config{Clock: clock})
 //		})
 //	}
@@ -72,6 +72,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -87,12 +88,12 @@ const (
 // Run runs the conformance suite against the stores newStore returns. Each
 // call of newStore must return a new, empty store that reads time from
 // clock.
-func Run(t *testing.T, newStore func(t *testing.T, clock ledger.Clock) ledger.Store) {
+func Run(t *testing.T, newStore func(t *testing.T, clock clock.Clock) ledger.Store) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			clock := NewClock(t0)
+			clock := clock.NewFake(t0)
 			s := newStore(t, clock)
 			if s == nil {
 				t.Fatal("newStore returned nil")
@@ -155,7 +156,7 @@ var cases = []struct {
 type h struct {
 	*testing.T
 	s     ledger.Store
-	clock *Clock
+	clock *clock.Fake
 	ctx   context.Context
 	// tracksAttemptAt: whether the store keeps Record.AttemptAt (the
 	// contract lets it leave it zero); 0 until the first record is checked.

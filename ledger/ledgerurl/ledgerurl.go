@@ -45,6 +45,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
@@ -78,7 +79,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Config tunes Open. A nil *Config gives the defaults.
 type Config struct {
 	// Clock is the stores' clock (default: the system clock).
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Create lets Open create what does not exist yet: a SQLite file (its
 	// directory must exist), a PostgreSQL schema and table, which it also
 	// migrates. Without it a missing file or table (or a table that needs
@@ -178,7 +179,7 @@ func Open(ctx context.Context, raw string, cfg *Config) (*Ledger, error) {
 		c = *cfg
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if raw == "" {
 		raw = Default

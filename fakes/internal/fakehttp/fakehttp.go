@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes/fault"
 )
 
@@ -96,12 +97,12 @@ func ValidEmail(s string) bool {
 // Timestamp formats t as the JSON fakes do: RFC 3339 in UTC.
 func Timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// Clock returns c, or time.Now when c is nil.
-func Clock(c func() time.Time) func() time.Time {
+// Clock returns c's Now, or time.Now when c is nil.
+func Clock(c clock.Clock) func() time.Time {
 	if c == nil {
 		return time.Now
 	}
-	return c
+	return c.Now
 }
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
