@@ -100,13 +100,17 @@ func openFromEnv(ctx context.Context, getenv func(string) string, clock clock.Cl
 		client := dynalitetest.NewClient(getenv("IDEM_DYNAMO_ENDPOINT"))
 		return ledgerdynamo.New(client, getenv("IDEM_DYNAMO_TABLE"), &ledgerdynamo.Config{Clock: clock}), func() {}, nil
 	case "redis":
-		s, closeStore, err := ledgerredis.OpenURL(ctx, getenv("IDEM_REDIS"), &ledgerredis.Config{Clock: clock})
+		s, err := ledgerredis.OpenURL(ctx, getenv("IDEM_REDIS"), &ledgerredis.Config{Clock: clock})
 		if err != nil {
 			return nil, nil, err
 		}
-		return s, closeStore, nil
+		return s, func() { _ = s.Close() }, nil
 	case "postgres":
-		return ledgerpg.OpenURL(ctx, getenv("IDEM_POSTGRES_URL"), &ledgerpg.Config{Clock: clock, Schema: getenv("IDEM_POSTGRES_SCHEMA")})
+		s, err := ledgerpg.OpenURL(ctx, getenv("IDEM_POSTGRES_URL"), &ledgerpg.Config{Clock: clock, Schema: getenv("IDEM_POSTGRES_SCHEMA")})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close() }, nil
 	default:
 		return nil, nil, fmt.Errorf("integration: no durable ledger %q", b)
 	}

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -76,6 +77,7 @@ type entry struct {
 
 var (
 	_ ledger.Store  = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 	_ ledger.Purger = (*Store)(nil)
 )
 
@@ -97,6 +99,10 @@ func New(next ledger.Store, cfg *Config) *Store {
 	cache, _ := lru.New[string, entry](c.Size) // only a non-positive size fails
 	return &Store{next: next, cfg: c, cache: cache, claims: map[string]claim{}}
 }
+
+// Close releases nothing: next is the caller's to close. It is there so
+// that every backend's Store closes the same way.
+func (s *Store) Close() error { return nil }
 
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() ledger.Store { return s.next }

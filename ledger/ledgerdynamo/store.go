@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -89,7 +90,10 @@ type Store struct {
 	err   error // the layout is invalid: every method returns it
 }
 
-var _ ledger.Store = (*Store)(nil)
+var (
+	_ ledger.Store = (*Store)(nil)
+	_ io.Closer    = (*Store)(nil)
+)
 
 // New returns a Store on the table, which must exist (see CreateTable).
 // When cfg.Layout is not valid, every method of the Store returns the
@@ -99,6 +103,10 @@ func New(api API, table string, cfg *Config) *Store {
 	s.lay, s.err = s.cfg.Layout.resolve()
 	return s
 }
+
+// Close releases nothing: the API client is the caller's. It is there so
+// that every backend's Store closes the same way.
+func (s *Store) Close() error { return nil }
 
 // claimRounds bounds how often Claim re-evaluates a key whose record
 // changed between its write and its read (a race with other claimers).

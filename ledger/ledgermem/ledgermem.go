@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ type Store struct {
 
 var (
 	_ ledger.Store  = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 	_ ledger.Purger = (*Store)(nil)
 )
 
@@ -51,6 +53,10 @@ func New(cfg *Config) *Store {
 	}
 	return s
 }
+
+// Close releases nothing; the records stay readable. It is there so that
+// every backend's Store closes the same way.
+func (s *Store) Close() error { return nil }
 
 // ms reduces t to the millisecond precision the durable stores keep.
 func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"sync"
 	"time"
@@ -103,10 +104,13 @@ type Store struct {
 	batch int
 	sql   *statements
 	tx    *sync.Mutex // InTx only: one statement at a time on the connection
+	// closeDB closes the pool OpenURL opened; nil for a db of the caller's.
+	closeDB func()
 }
 
 var (
 	_ ledger.Store  = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 	_ ledger.Purger = (*Store)(nil)
 )
 
@@ -398,7 +402,17 @@ func (s *Store) InTx(tx pgx.Tx) *Store {
 	c := *s
 	c.db = tx
 	c.tx = new(sync.Mutex)
+	c.closeDB = nil // the pool is s's to close
 	return &c
+}
+
+// Close closes the pool OpenURL opened. A Store made by New, or by InTx,
+// leaves its db open: it is the caller's.
+func (s *Store) Close() error {
+	if s.closeDB != nil {
+		s.closeDB()
+	}
+	return nil
 }
 
 // lock takes the transaction's connection for one call and returns its

@@ -66,11 +66,11 @@ func TestKilledWhileClaimed(t *testing.T) {
 	}
 
 	clock := clock.NewFake(t0)
-	store, closeStore, err := ledgerredis.OpenURL(context.Background(), ledgerURL, &ledgerredis.Config{Clock: clock})
+	store, err := ledgerredis.OpenURL(context.Background(), ledgerURL, &ledgerredis.Config{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer store.Close()
 	ctx := context.Background()
 	rec, err := store.Get(ctx, key)
 	if err != nil || rec.State != ledger.StatePending || rec.Owner != owner {
@@ -99,11 +99,11 @@ func killedChild() error {
 		return err
 	}
 	clock := clock.NewFake(time.UnixMilli(ms))
-	store, closeStore, err := ledgerredis.OpenURL(context.Background(), os.Getenv(envChild), &ledgerredis.Config{Clock: clock})
+	store, err := ledgerredis.OpenURL(context.Background(), os.Getenv(envChild), &ledgerredis.Config{Clock: clock})
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer store.Close()
 	owner := fmt.Sprintf("child-%d", os.Getpid())
 	res, err := store.Claim(context.Background(), params(os.Getenv(envKey), owner, clock.Now()))
 	if err != nil || !res.Claimed {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -75,11 +76,18 @@ type Store struct {
 	waitTimeout  time.Duration
 	pendingGrace int64 // ms
 
+	// closeClient closes the client OpenURL made; nil for a client of the
+	// caller's.
+	closeClient func() error
+
 	reindexMu sync.Mutex
 	reindexed bool // every bucket's state indexes are complete (indexed)
 }
 
-var _ ledger.Store = (*Store)(nil)
+var (
+	_ ledger.Store = (*Store)(nil)
+	_ io.Closer    = (*Store)(nil)
+)
 
 // New returns a Store on client. The client stays the caller's: closing it
 // is the caller's job.
@@ -106,7 +114,7 @@ func New(client redis.UniversalClient, cfg *Config) *Store {
 }
 
 // OpenURL connects to the server at rawurl, checks that it answers, and
-// returns a Store on it with the function that closes the connections.
+// returns a Store on it, whose Close closes the connections.
 //
 // The URL is what go-redis's ParseURL reads (redis://[user:password@]host:port/db,
 // rediss:// for TLS, unix://), plus three parameters of the store, which
@@ -120,14 +128,14 @@ func New(client redis.UniversalClient, cfg *Config) *Store {
 // leaves it as the program set it. A program that reports the errors
 // itself silences it with redis.SetLogger(&logging.VoidLogger{}), as the
 // idem command does.
-func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), error) {
+func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 	c := Config{}
 	if cfg != nil {
 		c = *cfg
 	}
 	u, err := url.Parse(rawurl)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: ledgerredis: %v", ledger.ErrConfig, err)
+		return nil, fmt.Errorf("%w: ledgerredis: %v", ledger.ErrConfig, err)
 	}
 	q := u.Query()
 	if v := q.Get("prefix"); v != "" {
@@ -136,14 +144,14 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	if v := q.Get("wait"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, nil, fmt.Errorf("%w: ledgerredis: wait=%q is not a number of replicas", ledger.ErrConfig, v)
+			return nil, fmt.Errorf("%w: ledgerredis: wait=%q is not a number of replicas", ledger.ErrConfig, v)
 		}
 		c.WaitReplicas = n
 	}
 	if v := q.Get("wait_timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return nil, nil, fmt.Errorf("%w: ledgerredis: wait_timeout=%q is not a positive duration", ledger.ErrConfig, v)
+			return nil, fmt.Errorf("%w: ledgerredis: wait_timeout=%q is not a positive duration", ledger.ErrConfig, v)
 		}
 		c.WaitTimeout = d
 	}
@@ -153,14 +161,25 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	u.RawQuery = q.Encode()
 	opts, err := redis.ParseURL(u.String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ledger.ErrConfig, err)
+		return nil, fmt.Errorf("%w: %v", ledger.ErrConfig, err)
 	}
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, nil, unavailable(err)
+		return nil, unavailable(err)
 	}
-	return New(client, &c), func() { _ = client.Close() }, nil
+	s := New(client, &c)
+	s.closeClient = client.Close
+	return s, nil
+}
+
+// Close closes the client OpenURL made. A Store made by New leaves its
+// client open: it is the caller's.
+func (s *Store) Close() error {
+	if s.closeClient == nil {
+		return nil
+	}
+	return s.closeClient()
 }
 
 // unavailable wraps an error of the server or the connection.

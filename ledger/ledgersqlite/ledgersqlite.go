@@ -147,6 +147,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -224,6 +225,7 @@ type Store struct {
 
 var (
 	_ ledger.Store  = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 	_ ledger.Purger = (*Store)(nil)
 )
 

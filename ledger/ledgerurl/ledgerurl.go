@@ -95,16 +95,15 @@ type Ledger struct {
 	// URL is the URL it was opened from, without credentials.
 	URL string
 
-	close func() error
-	init  func(ctx context.Context) (string, error)
+	init func(ctx context.Context) (string, error)
 }
 
-// Close releases the store's connections.
+// Close releases the store's connections (the Store's own Close).
 func (l *Ledger) Close() error {
-	if l.close == nil {
-		return nil
+	if c, ok := l.Store.(io.Closer); ok {
+		return c.Close()
 	}
-	return l.close()
+	return nil
 }
 
 // Init prepares the backend for use and says what it did, a line per
@@ -138,7 +137,7 @@ var openers = map[string]opener{
 // (ledgerpg.OpenURL, which migrates the table with cfg.Create, and
 // otherwise checks that it exists).
 func openPostgres(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
-	s, closePool, err := ledgerpg.OpenURL(ctx, u.String(), &ledgerpg.Config{Clock: cfg.Clock, NoCreate: !cfg.Create})
+	s, err := ledgerpg.OpenURL(ctx, u.String(), &ledgerpg.Config{Clock: cfg.Clock, NoCreate: !cfg.Create})
 	if te := (*ledgerpg.TableError)(nil); errors.As(err, &te) {
 		what := "creates"
 		if te.Version > 0 {
@@ -149,16 +148,16 @@ func openPostgres(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{Store: s, close: func() error { closePool(); return nil }}, nil
+	return &Ledger{Store: s}, nil
 }
 
 // openRedis opens redis://host:port/db?prefix=&wait= (ledgerredis.OpenURL).
 func openRedis(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
-	s, closeClient, err := ledgerredis.OpenURL(ctx, u.String(), &ledgerredis.Config{Clock: cfg.Clock})
+	s, err := ledgerredis.OpenURL(ctx, u.String(), &ledgerredis.Config{Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{Store: s, close: func() error { closeClient(); return nil }}, nil
+	return &Ledger{Store: s}, nil
 }
 
 // Schemes returns the URL schemes Open knows, sorted.
@@ -240,7 +239,7 @@ func openSQLite(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{Store: s, close: s.Close}, nil
+	return &Ledger{Store: s}, nil
 }
 
 // checkSQLiteFile tells the configuration errors apart before SQLite
