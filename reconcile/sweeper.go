@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/clock"
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -268,7 +269,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 		// Someone acted on the record after it was listed: absence seen
 		// before may no longer hold. Ask again, now under the claim.
 		if f, err = check(ctx, reconciler, invocation(*cr.Previous, cr.Attempt)); err != nil {
-			werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+err.Error(), ledger.MaxReasonBytes)})
+			werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: clip.String("reconcile: "+err.Error(), ledger.MaxReasonBytes)})
 			return ledger.StateUncertain, errors.Join(fmt.Errorf("reconcile: sweep %s: %w", rec.Key, err), werr)
 		}
 	}
@@ -288,7 +289,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
 			Reason: "reconcile: the provider would deduplicate a resend; the next call of this action resends it"})
 	default:
-		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: clip.String("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
 	}
 }
 

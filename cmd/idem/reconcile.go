@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
 	"github.com/idemkit/idemkit/providers"
@@ -237,7 +238,7 @@ func printResolution(w io.Writer, r resolution, asJSON bool) {
 		return
 	}
 	c := coloursFor(w)
-	detail := ledger.Clip(oneLine(r.Detail), 120)
+	detail := clip.String(oneLine(r.Detail), 120)
 	if r.Ref != "" {
 		detail = r.Ref + ": " + detail
 	}

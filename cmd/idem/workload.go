@@ -19,7 +19,7 @@ import (
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
 	"github.com/idemkit/idemkit/providers/keyheader"
@@ -359,7 +359,7 @@ func errorMessage(body []byte) string {
 		Error struct{ Message, Param string }
 	}
 	if json.Unmarshal(body, &e) != nil || e.Error.Message == "" {
-		return ledger.Clip(oneLine(string(body)), 300)
+		return clip.String(oneLine(string(body)), 300)
 	}
 	if e.Error.Param != "" {
 		return fmt.Sprintf("%s (param %s)", e.Error.Message, e.Error.Param)

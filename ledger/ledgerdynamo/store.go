@@ -35,7 +35,7 @@ type API interface {
 // Config tunes a Store. The zero value (or nil) gives the defaults.
 type Config struct {
 	// Clock tells the time used in conditions and expiry checks
-	// (default ledger.SystemClock).
+	// (default the system clock).
 	Clock clock.Clock
 	// MaxAttempts bounds the attempts of one request when the service
 	// throttles it or its outcome is unknown (5xx, broken connection);
@@ -47,7 +47,7 @@ type Config struct {
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
 	// ListLimit is the number of records List returns when its filter sets
-	// no Limit (default 1000).
+	// no Limit (default ledger.DefaultListLimit).
 	ListLimit int
 	// Layout is how records sit in the table: attribute names, a static
 	// partition key value with the action key as sort key, a key prefix.
@@ -75,7 +75,7 @@ func (c *Config) withDefaults() Config {
 	}
 	d.MaxBackoff = max(d.MaxBackoff, d.InitialBackoff)
 	if d.ListLimit <= 0 {
-		d.ListLimit = 1000
+		d.ListLimit = ledger.DefaultListLimit
 	}
 	return d
 }

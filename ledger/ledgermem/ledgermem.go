@@ -21,13 +21,9 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 )
 
-// DefaultListLimit is the number of records List returns when the filter
-// sets no Limit.
-const DefaultListLimit = 1000
-
 // Config tunes a Store. The zero value selects the defaults.
 type Config struct {
-	// Clock tells the time (default: ledger.SystemClock).
+	// Clock tells the time (default: the system clock).
 	Clock clock.Clock
 }
 
@@ -223,7 +219,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	s.mu.Lock()
 	now := s.now()

@@ -21,9 +21,6 @@ const (
 	DefaultSchema     = "public"
 	DefaultTable      = "idemkit_records"
 	DefaultPurgeBatch = 1000
-	// DefaultListLimit is the number of records List returns when the
-	// filter sets no Limit.
-	DefaultListLimit = 1000
 )
 
 // Querier runs statements: *pgxpool.Pool, *pgx.Conn and pgx.Tx satisfy it.
@@ -36,7 +33,7 @@ type Querier interface {
 // Config tunes a Store and names its table. The zero value selects the
 // defaults.
 type Config struct {
-	// Clock tells the time (default: ledger.SystemClock). Lease and expiry
+	// Clock tells the time (default: the system clock). Lease and expiry
 	// are compared with this clock's time, sent with every statement, never
 	// with the server's.
 	Clock clock.Clock
@@ -288,7 +285,7 @@ func (s *Store) listQuery(f ledger.Filter) (string, []any) {
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	args = append(args, limit)
 	return q + fmt.Sprintf(" ORDER BY lease_until, key LIMIT $%d", len(args)-1), args

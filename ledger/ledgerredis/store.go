@@ -24,10 +24,6 @@ import (
 // ledger spans up to this many hash slots. It is part of the key layout.
 const Buckets = 16
 
-// DefaultListLimit is the number of records List returns when the filter
-// sets no Limit.
-const DefaultListLimit = 1000
-
 // Defaults of Config.
 const (
 	DefaultPrefix       = "idem"
@@ -46,7 +42,7 @@ var ErrNotReplicated = errors.New("ledgerredis: write not acknowledged by enough
 
 // Config tunes a Store. The zero value selects the defaults.
 type Config struct {
-	// Clock tells the time (default: ledger.SystemClock). Leases and
+	// Clock tells the time (default: the system clock). Leases and
 	// retention are compared with it, not with the server's clock.
 	Clock clock.Clock
 	// Prefix starts every key of the ledger (default "idem"). Stores that
@@ -381,7 +377,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	states := []ledger.State{ledger.StatePending, ledger.StateUncertain, ledger.StateDone, ledger.StateFailed}
 	if f.State != "" {

@@ -176,10 +176,6 @@ var ErrSchemaVersion = errors.New("ledgersqlite: unknown schema version")
 // no action runs; the Store stays refused and must be reopened.
 var ErrFileReplaced = fmt.Errorf("ledgersqlite: ledger file removed or replaced: %w", ledger.ErrUnavailable)
 
-// DefaultListLimit is the number of records List returns when the filter
-// sets no Limit.
-const DefaultListLimit = 1000
-
 // Synchronous selects how often SQLite syncs the file to disk.
 type Synchronous int
 
@@ -195,7 +191,7 @@ const (
 
 // Config tunes a Store. The zero value selects the defaults.
 type Config struct {
-	// Clock tells the time (default: ledger.SystemClock).
+	// Clock tells the time (default: the system clock).
 	Clock clock.Clock
 	// Synchronous is the sync mode (default SyncFull); see the package
 	// documentation for the trade-off.
@@ -846,7 +842,7 @@ func listQuery(f ledger.Filter, now time.Time) (string, []any) {
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	return q + " ORDER BY lease_until, key LIMIT ?", append(args, limit)
 }
