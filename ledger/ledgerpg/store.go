@@ -379,8 +379,8 @@ func (x *prevRecord) record(key string) *ledger.Record {
 
 // InTx returns a Store that runs every call in tx, the caller's open
 // transaction, so that a claim, an effect written in the same database and
-// the record of its outcome commit together, or not at all. See the
-// package documentation for when that is right.
+// the record of its outcome commit together, or not at all. The package
+// documentation and README.md say when that is right.
 //
 // A claim it makes locks the record's row until tx ends: claims on that
 // key by other sessions wait for tx to end, then see the outcome. The
