@@ -25,7 +25,6 @@ package crmfake
 import (
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
@@ -225,25 +224,16 @@ func (h *Handler) get(r *http.Request, _ *contactInput) fault.Response {
 }
 
 // Server is a Handler listening on a loopback address, like
-// httptest.Server.
+// httptest.Server: URL is its base URL, Close shuts it down and Client
+// returns an HTTP client for it (fakes.Listener).
 type Server struct {
 	*Handler
-	// URL is the base URL of the server ("http://127.0.0.1:port").
-	URL string
-
-	srv *httptest.Server
+	fakes.Listener
 }
 
 // NewServer starts a fake on 127.0.0.1, configured by cfg (nil for the
 // defaults). Close it when done.
 func NewServer(cfg *Config) *Server {
 	h := NewHandler(cfg)
-	srv := fakehttp.Start(h)
-	return &Server{Handler: h, URL: srv.URL, srv: srv}
+	return &Server{Handler: h, Listener: fakes.Listen(h)}
 }
-
-// Close shuts the server down, closing client connections.
-func (s *Server) Close() { s.srv.Close() }
-
-// Client returns an HTTP client for the server.
-func (s *Server) Client() *http.Client { return s.srv.Client() }

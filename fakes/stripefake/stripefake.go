@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
@@ -153,29 +152,19 @@ func (h *Handler) resetState() {
 }
 
 // Server is a Handler listening on a loopback address, like
-// httptest.Server.
+// httptest.Server: URL is its base URL, Close shuts it down and Client
+// returns an HTTP client for it (fakes.Listener).
 type Server struct {
 	*Handler
-	// URL is the base URL of the server ("http://127.0.0.1:port"), the
-	// API base to give a client.
-	URL string
-
-	srv *httptest.Server
+	fakes.Listener
 }
 
 // NewServer starts a fake on 127.0.0.1, configured by cfg (nil for the
 // defaults). Close it when done.
 func NewServer(cfg *Config) *Server {
 	h := NewHandler(cfg)
-	srv := fakehttp.Start(h)
-	return &Server{Handler: h, URL: srv.URL, srv: srv}
+	return &Server{Handler: h, Listener: fakes.Listen(h)}
 }
-
-// Close shuts the server down, closing client connections.
-func (s *Server) Close() { s.srv.Close() }
-
-// Client returns an HTTP client for the server.
-func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // serve runs one request through faults, authentication, parameter parsing
 // and, for keyed POSTs, the idempotency layer.

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/mail"
 	"sync"
 	"time"
@@ -154,18 +152,4 @@ func JSON(status int, contentType string, v any) fault.Response {
 	}
 	body = append(body, '\n')
 	return fault.Response{Status: status, Header: http.Header{"Content-Type": {contentType}}, Body: body}
-}
-
-// Start serves h on a new listener on 127.0.0.1 (never another interface),
-// like httptest.NewServer.
-func Start(h http.Handler) *httptest.Server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic("fakehttp: cannot listen on 127.0.0.1: " + err.Error())
-	}
-	srv := httptest.NewUnstartedServer(h)
-	_ = srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	return srv
 }
