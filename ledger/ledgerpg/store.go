@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
@@ -101,8 +102,9 @@ type Store struct {
 	batch int
 	sql   *statements
 	tx    *sync.Mutex // InTx only: one statement at a time on the connection
-	// closeDB closes the pool OpenURL opened; nil for a db of the caller's.
-	closeDB func()
+	// pool is the pool OpenURL opened, which Close closes; nil for a db of
+	// the caller's.
+	pool *pgxpool.Pool
 }
 
 var (
@@ -399,15 +401,15 @@ func (s *Store) InTx(tx pgx.Tx) *Store {
 	c := *s
 	c.db = tx
 	c.tx = new(sync.Mutex)
-	c.closeDB = nil // the pool is s's to close
+	c.pool = nil // the pool is s's to close
 	return &c
 }
 
 // Close closes the pool OpenURL opened. A Store made by New, or by InTx,
 // leaves its db open: it is the caller's.
 func (s *Store) Close() error {
-	if s.closeDB != nil {
-		s.closeDB()
+	if s.pool != nil {
+		s.pool.Close()
 	}
 	return nil
 }

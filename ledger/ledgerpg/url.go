@@ -66,7 +66,7 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s.closeDB = pool.Close
+	s.pool = pool
 	return s, nil
 }
 

@@ -72,9 +72,9 @@ type Store struct {
 	waitTimeout  time.Duration
 	pendingGrace int64 // ms
 
-	// closeClient closes the client OpenURL made; nil for a client of the
-	// caller's.
-	closeClient func() error
+	// owned is the client OpenURL made, which Close closes; nil for a
+	// client of the caller's.
+	owned *redis.Client
 
 	reindexMu sync.Mutex
 	reindexed bool // every bucket's state indexes are complete (indexed)
@@ -165,17 +165,17 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 		return nil, unavailable(err)
 	}
 	s := New(client, &c)
-	s.closeClient = client.Close
+	s.owned = client
 	return s, nil
 }
 
 // Close closes the client OpenURL made. A Store made by New leaves its
 // client open: it is the caller's.
 func (s *Store) Close() error {
-	if s.closeClient == nil {
+	if s.owned == nil {
 		return nil
 	}
-	return s.closeClient()
+	return s.owned.Close()
 }
 
 // unavailable wraps an error of the server or the connection.
