@@ -4,6 +4,8 @@
 #                client vs idemkit (DEMO_FLAGS, e.g. --runs 500 --seed 7)
 #   make readme-demo  the README's demo table from a run of the current code
 #   make test    go vet, then every test under the race detector (what CI runs)
+#   make api-check  the exported API against the last release's (what CI runs first)
+#   make api-snapshot  record the API as the last release's (at a release)
 #   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
 #   make bench-sweep  the sweeper's listing at 10^3 and 10^6 records, into BENCHMARKS.md
 #   make bench-peers  idemkit and Powertools (TypeScript) on one dynalite, into BENCHMARKS.md
@@ -15,7 +17,7 @@ GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: demo readme-demo test vet bench bench-sweep bench-peers chaos faultpoints clean lambda-build
+.PHONY: demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
 
 # The demo's idem is built with the tag idem_demo: the fakes and the
 # SQLite ledger only, without the AWS SDK, pgx, go-redis and the MCP SDK
@@ -39,6 +41,15 @@ readme-demo:
 test: vet
 	@mkdir -p $(dir $(TESTLOG))
 	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 -timeout 25m $(PKGS)
+
+# An incompatible change to a stable package fails the check unless
+# CHANGELOG.md's unreleased section names it (scripts/apicheck; apidiff is
+# fetched through the module proxy; api/README.md).
+api-check:
+	$(GO) run ./scripts/apicheck
+
+api-snapshot:
+	$(GO) run ./scripts/apicheck -write
 
 # go vet compiles every package first: minutes on a cold build cache.
 vet:

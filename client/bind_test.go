@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 type refundInput struct {
@@ -356,7 +356,7 @@ func TestBindOutsideFirstRun(t *testing.T) {
 
 	t.Run("reconciler at takeover", func(t *testing.T) {
 		ctx := context.Background()
-		clock := ledgertest.NewClock(t0)
+		clock := clock.NewFake(t0)
 		store := ledgermem.New(&ledgermem.Config{Clock: clock})
 		var runs, reconciled []input
 		tool := newTool(&runs)

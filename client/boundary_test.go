@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // lostReply applies the first n claims and then reports them failed, as a
@@ -37,7 +37,7 @@ func (s *lostReply) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.Cla
 func TestClaimReplyLostRunsOnce(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f := &fixture{clock: clock.NewFake(t0)}
 	store := &lostReply{Store: ledgermem.New(&ledgermem.Config{Clock: f.clock})}
 	store.lose.Store(1)
 	f.with(t, store, nil, counted("send_reply", &runs, nil))
@@ -54,7 +54,7 @@ func TestClaimReplyLostRunsOnce(t *testing.T) {
 func TestClaimReplyLostOverUncertainReconciles(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f := &fixture{clock: clock.NewFake(t0)}
 	store := &lostReply{Store: ledgermem.New(&ledgermem.Config{Clock: f.clock})}
 	f.with(t, store, nil, counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 		if runs.Load() == 1 {
@@ -170,7 +170,7 @@ func (s *rivalFails) Get(ctx context.Context, key string) (*ledger.Record, error
 func TestFailedOfAnotherTellsItsAttempt(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f := &fixture{clock: clock.NewFake(t0)}
 	store := &rivalFails{Store: ledgermem.New(&ledgermem.Config{Clock: f.clock})}
 	f.with(t, store, &client.Config{Wait: time.Minute, RecordTimeout: time.Minute}, counted("send_reply", &runs, nil))
 	res := f.call(t, "run", "send_reply", `{"ticketId":"7"}`)

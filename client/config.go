@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -35,7 +36,7 @@ type Config struct {
 	// is marked Truncated and replays carry no payload.
 	MaxResultBytes int
 	// Clock tells the time (default: the system clock).
-	Clock ledger.Clock
+	Clock clock.Clock
 	// NewOwner returns a fresh owner token per claim (default:
 	// ledger.NewOwner, which names this process).
 	NewOwner func() string
@@ -91,7 +92,7 @@ func (c *Config) withDefaults() Config {
 	}
 	d.MaxResultBytes = min(d.MaxResultBytes, ledger.MaxResultBytes)
 	if d.Clock == nil {
-		d.Clock = ledger.SystemClock{}
+		d.Clock = clock.System{}
 	}
 	if d.NewOwner == nil {
 		d.NewOwner = ledger.NewOwner

@@ -43,6 +43,11 @@
 // reconciler can bound when the last one could have left
 // (Invocation.SentBy).
 //
+// Two things are process-wide: New reads IDEMKIT_DISABLED (DisabledEnv),
+// which turns Config.Disabled on for every Executor, and the callers
+// waiting for a duplicate in flight are woken by a registry that every
+// Executor of the process shares (see Executor).
+//
 // Mistakes of the program, not of the model, fail fast: New panics
 // without a store, Register refuses a bad tool (and registers none of the
 // tools passed with it), and a call with an empty or oversized run id, or a

@@ -45,12 +45,13 @@ var ErrLeaseLost = errors.New("client: lease lost")
 // InputError says why a call's input cannot be turned into an action key.
 // Nothing runs and nothing is recorded for such a call.
 type InputError struct {
-	Tool  string
+	Tool  string // the tool called
 	Field string // the identity or validated field at fault, if any
-	Err   error  // one of the ErrInput sentinels
-	Msg   string
+	Err   error  // one of the sentinels below
+	Msg   string // what is wrong, in words
 }
 
+// Error names the tool, the field and what is wrong.
 func (e *InputError) Error() string {
 	switch {
 	case e.Field != "":
@@ -61,6 +62,7 @@ func (e *InputError) Error() string {
 	return "client: " + e.Msg
 }
 
+// Unwrap returns the sentinel.
 func (e *InputError) Unwrap() error { return e.Err }
 
 // Sentinels for InputError.Err.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/idemkit/idemkit/errclass"
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -34,6 +35,12 @@ type counters struct {
 
 // Executor runs side-effecting tools so that each action happens once. It
 // is safe for concurrent use.
+//
+// A call that waits for a duplicate in flight is woken as soon as a run in
+// this process settles the action, through a registry that every Executor
+// of the process shares, keyed by action key; a holder in another process
+// is polled for. A waiter on another ledger that is woken by mistake reads
+// its own record and waits on.
 type Executor struct {
 	store ledger.Store
 	cfg   Config
@@ -56,7 +63,11 @@ const waitPoll = 25 * time.Millisecond
 
 // New returns an Executor that records actions in store. cfg may be nil.
 // A nil store is a programming error: New panics at once rather than at the
-// first call. So does a value of DisabledEnv that it does not know.
+// first call.
+//
+// New reads the environment: DisabledEnv (IDEMKIT_DISABLED) set to 1,
+// true, yes or on turns Config.Disabled on, whatever cfg says, and a value
+// it does not know makes New panic (see DisabledEnv).
 func New(store ledger.Store, cfg *Config) *Executor {
 	if store == nil {
 		panic("client: New needs a ledger.Store (got nil)")
@@ -214,7 +225,7 @@ func (e *Executor) direct(ctx context.Context, t *Tool, id identity, runID strin
 	switch class := errclass.Of(err); {
 	case err == nil:
 		e.n.executed.Add(1)
-		res = r.doneResult(Executed, ledger.Clip(eff.Summary, ledger.MaxSummaryBytes), eff.Ref, eff.Result)
+		res = r.doneResult(Executed, clip.String(eff.Summary, ledger.MaxSummaryBytes), eff.Ref, eff.Result)
 	case class == errclass.Ambiguous:
 		e.n.uncertain.Add(1)
 		res = Result{Outcome: Uncertain, IsError: true, Key: id.key, Attempt: 1, Err: err, Text: textUncertainManual}

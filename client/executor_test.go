@@ -14,22 +14,22 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 type fixture struct {
-	clock *ledgertest.Clock
+	clock *clock.Fake
 	store ledger.Store
 	exec  *client.Executor
 }
 
 func newFixture(t *testing.T, cfg *client.Config, tools ...client.Tool) *fixture {
 	t.Helper()
-	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f := &fixture{clock: clock.NewFake(t0)}
 	f.store = ledgermem.New(&ledgermem.Config{Clock: f.clock})
 	return f.with(t, f.store, cfg, tools...)
 }
@@ -602,7 +602,7 @@ func (s *flaky) Complete(ctx context.Context, key, owner string, c ledger.Comple
 func TestUnreachableLedgerFailsClosed(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f := &fixture{clock: clock.NewFake(t0)}
 	f.with(t, &flaky{Store: ledgermem.New(nil), claimErr: fmt.Errorf("%w: dial tcp 127.0.0.1:1: connection refused", ledger.ErrUnavailable)}, nil, counted("send_reply", &runs, nil))
 	r, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
 	if !errors.Is(err, ledger.ErrUnavailable) {
@@ -619,7 +619,7 @@ func TestRecordWriteRetriedWithBackoff(t *testing.T) {
 	t.Run("recovers", func(t *testing.T) {
 		t.Parallel()
 		var runs atomic.Int64
-		clock := ledgertest.NewClock(t0) // the ledger's too: the record is read back at t0
+		clock := clock.NewFake(t0) // the ledger's too: the record is read back at t0
 		s := &flaky{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 		s.completeErr.Store(3)
 		f := (&fixture{clock: clock}).with(t, s, &client.Config{RecordTimeout: 5 * time.Second}, counted("send_reply", &runs, nil))
@@ -634,7 +634,7 @@ func TestRecordWriteRetriedWithBackoff(t *testing.T) {
 	t.Run("gives up", func(t *testing.T) {
 		t.Parallel()
 		var runs atomic.Int64
-		clock := ledgertest.NewClock(t0) // the ledger's too: the record is read back at t0
+		clock := clock.NewFake(t0) // the ledger's too: the record is read back at t0
 		s := &flaky{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 		s.completeErr.Store(1 << 30)
 		f := (&fixture{clock: clock}).with(t, s, &client.Config{RecordTimeout: 100 * time.Millisecond}, counted("send_reply", &runs, nil))
@@ -655,7 +655,7 @@ func TestLeaseFollowsContextDeadline(t *testing.T) {
 	var lease time.Time
 	// A deadline is wall-clock time, so this fixture's clock starts now.
 	now := time.Now().Truncate(time.Second)
-	f := &fixture{clock: ledgertest.NewClock(now)}
+	f := &fixture{clock: clock.NewFake(now)}
 	f.store = ledgermem.New(&ledgermem.Config{Clock: f.clock})
 	f.with(t, f.store, &client.Config{Lease: time.Hour}, counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 		rec, err := f.store.Get(ctx, inv.Key)
@@ -713,7 +713,7 @@ func TestHeartbeatRenewsLeaseOfLongRuns(t *testing.T) {
 			t.Parallel()
 			// A fake clock that only the tool moves: the lease cannot run
 			// out however late the heartbeat wakes.
-			clock := ledgertest.NewClock(time.Now().Truncate(time.Second)) // stores keep milliseconds
+			clock := clock.NewFake(time.Now().Truncate(time.Second)) // stores keep milliseconds
 			store := &renewals{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 			var runs atomic.Int64
 			exec := client.New(store, &client.Config{Clock: clock, Lease: lease})
@@ -818,7 +818,7 @@ func (s *contended) Get(ctx context.Context, key string) (*ledger.Record, error)
 func TestDuplicateOfAFailingCallGivesUpTruthfully(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f := &fixture{clock: clock.NewFake(t0)}
 	f.with(t, &contended{Store: ledgermem.New(nil)}, nil, counted("send_reply", &runs, nil))
 	r := f.call(t, "run", "send_reply", `{"ticketId":"1"}`)
 	wantOutcome(t, r, client.Failed, "Failed, nothing was done: provider busy. You may retry.")

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // renewals wraps a store and answers every Extend with err (nil: pass
@@ -55,10 +55,10 @@ func TestFenceCancelsToolWhenLeaseEnds(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		err   error
-		clock ledger.Clock // nil: the wall clock, so that the lease can run out
+		clock clock.Clock // nil: the wall clock, so that the lease can run out
 		want  string
 	}{
-		{"renewal finds the record taken over", ledger.ErrNotOwner, ledgertest.NewClock(t0), "taken over"},
+		{"renewal finds the record taken over", ledger.ErrNotOwner, clock.NewFake(t0), "taken over"},
 		{"renewals fail until the lease ends", fmt.Errorf("%w: connection refused", ledger.ErrUnavailable), nil, "without renewal"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,7 +98,7 @@ func TestNoResendAfterTheClaimWasLost(t *testing.T) {
 			ctx := context.Background()
 			var runs atomic.Int64
 			rec := &verdicts{v: client.Reconciliation{Verdict: client.VerdictResendSafe}}
-			f := &fixture{clock: ledgertest.NewClock(t0)}
+			f := &fixture{clock: clock.NewFake(t0)}
 			f.store = ledgermem.New(&ledgermem.Config{Clock: f.clock})
 			if backend == "sqlite" {
 				s, err := ledgersqlite.Open(ctx, filepath.Join(t.TempDir(), "ledger.db"), &ledgersqlite.Config{Clock: f.clock})
@@ -160,7 +160,7 @@ func TestResendNeedsRenewal(t *testing.T) {
 				})
 				rec := &verdicts{v: client.Reconciliation{Verdict: client.VerdictResendSafe}}
 				tool.Reconciler = rec
-				f := &fixture{clock: ledgertest.NewClock(t0)}
+				f := &fixture{clock: clock.NewFake(t0)}
 				inner := ledgermem.New(&ledgermem.Config{Clock: f.clock})
 				store := &renewals{Store: inner, err: fail}
 				f.store = store

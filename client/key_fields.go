@@ -81,7 +81,7 @@ func bindValue(f Field, v any) any {
 			return json.Number(d.String())
 		}
 	case string:
-		if _, ok := f.Norm.(numberNormalizer); ok {
+		if b, ok := f.Norm.(BuiltinNormalizer); ok && b.isNumber() {
 			return json.Number(x)
 		}
 	}

@@ -42,12 +42,92 @@ func (f NormalizerFunc) Normalize(v any) (any, error) { return f(v) }
 
 var errNotScalarText = errors.New("want a string or a number")
 
-// String accepts a string, or a number or boolean written as its JSON
-// text, and hashes the string: "42" and 42 are the same. The string is
-// compared code point by code point, as an opaque id: a precomposed "é"
-// (NFC, U+00E9) and "e" followed by a combining accent (NFD, U+0065
-// U+0301) are different values. CaseFolded and Email treat them alike.
-var String Normalizer = NormalizerFunc(func(v any) (any, error) {
+// BuiltinNormalizer is a normalizer idemkit defines: String, Trimmed,
+// CaseFolded, Email, Integer and Decimal. They are constants, so that no
+// importer can replace one for the whole process.
+type BuiltinNormalizer int
+
+// The built-in normalizers; each constant's documentation says what it
+// accepts and hashes.
+const (
+	// String accepts a string, or a number or boolean written as its JSON
+	// text, and hashes the string: "42" and 42 are the same. The string is
+	// compared code point by code point, as an opaque id: a precomposed
+	// "é" (NFC, U+00E9) and "e" followed by a combining accent (NFD,
+	// U+0065 U+0301) are different values. CaseFolded and Email treat them
+	// alike.
+	String BuiltinNormalizer = iota + 1
+	// Trimmed is String with leading and trailing white space removed.
+	// Like String, it keeps the code points as they are (no Unicode
+	// normalization).
+	Trimmed
+	// CaseFolded is Trimmed, in Unicode normalization form C, and
+	// case-folded with Unicode simple case folding as strings.EqualFold
+	// applies it, for handles and codes that are compared without case.
+	// Values whose NFC forms strings.EqualFold reports equal are the same:
+	// "Straße" and "STRAẞE", "ΣΊΣΥΦΟΣ" and "σίσυφος" (final sigma
+	// included), "ſ" and "s", the micro sign and "μ", the Kelvin sign and
+	// "k", and "é" composed (NFC) or decomposed (NFD). Full folding is not
+	// applied ("ß" and "ss" differ), nor Turkic folding ("ı" and "i"
+	// differ). The hashed and bound value is the folded text in NFC, lower
+	// case for every script but Cherokee.
+	CaseFolded
+	// Email is CaseFolded for an address that must contain one "@" with
+	// text on both sides.
+	Email
+	// Integer accepts a JSON integer or a string holding one in plain
+	// decimal ("42", " 42", "+42", "042", 42.0, "4.2e1"), and hashes its
+	// exact decimal text, so 9007199254740993 and 9007199254740992 stay
+	// different. Up to MaxNumberDigits digits it is exact; larger integers
+	// are refused. Other notations ("0x2a", "0b101010", "0o52", "4_2", "½")
+	// are refused: no model means them. The tool binds the value as a JSON
+	// number (1000, whether the model sent 1000, "1000" or 1e3) into any
+	// integer type or big.Int.
+	Integer
+	// Decimal accepts a JSON number or a string holding one in plain
+	// decimal ("10", 10.0, "10.00", "1e1", "-0.5"), and hashes its exact
+	// value in shortest decimal form, so amounts the model writes
+	// differently are the same while 10.01 and 10.1 differ. Its limits and
+	// refused notations are Integer's. The tool binds the value as a JSON
+	// number in shortest form ("10.00" arrives as 10, "1e-1" as 0.1).
+	Decimal
+)
+
+var builtinNames = [...]string{"", "String", "Trimmed", "CaseFolded", "Email", "Integer", "Decimal"}
+
+// String returns the normalizer's name ("Integer").
+func (n BuiltinNormalizer) String() string {
+	if n > 0 && int(n) < len(builtinNames) {
+		return builtinNames[n]
+	}
+	return fmt.Sprintf("BuiltinNormalizer(%d)", int(n))
+}
+
+// Normalize implements Normalizer.
+func (n BuiltinNormalizer) Normalize(v any) (any, error) {
+	switch n {
+	case String:
+		return normalizeString(v)
+	case Trimmed:
+		return normalizeTrimmed(v)
+	case CaseFolded:
+		return normalizeCaseFolded(v)
+	case Email:
+		return normalizeEmail(v)
+	case Integer:
+		return normalizeNumber(v, true)
+	case Decimal:
+		return normalizeNumber(v, false)
+	}
+	return nil, fmt.Errorf("client: unknown normalizer %d", int(n))
+}
+
+// isNumber reports whether n binds its value as a JSON number (Integer,
+// Decimal).
+func (n BuiltinNormalizer) isNumber() bool { return n == Integer || n == Decimal }
+
+// normalizeString is String.
+func normalizeString(v any) (any, error) {
 	switch x := v.(type) {
 	case string:
 		return v, nil // v holds the string already: no new interface value to allocate
@@ -60,39 +140,29 @@ var String Normalizer = NormalizerFunc(func(v any) (any, error) {
 		return "false", nil
 	}
 	return nil, errNotScalarText
-})
+}
 
-// Trimmed is String with leading and trailing white space removed. Like
-// String, it keeps the code points as they are (no Unicode normalization).
-var Trimmed Normalizer = NormalizerFunc(func(v any) (any, error) {
-	s, err := String.Normalize(v)
+// normalizeTrimmed is Trimmed.
+func normalizeTrimmed(v any) (any, error) {
+	s, err := normalizeString(v)
 	if err != nil {
 		return nil, err
 	}
 	return strings.TrimSpace(s.(string)), nil
-})
+}
 
-// CaseFolded is Trimmed, in Unicode normalization form C, and case-folded
-// with Unicode simple case folding as strings.EqualFold applies it, for
-// handles and codes that are compared without case. Values whose NFC forms
-// strings.EqualFold reports equal are the same: "Straße" and "STRAẞE",
-// "ΣΊΣΥΦΟΣ" and "σίσυφος" (final sigma included), "ſ" and "s", the micro
-// sign and "μ", the Kelvin sign and "k", and "é" composed (NFC) or
-// decomposed (NFD). Full folding is not applied ("ß" and "ss" differ), nor
-// Turkic folding ("ı" and "i" differ). The hashed and bound value is the
-// folded text in NFC, lower case for every script but Cherokee.
-var CaseFolded Normalizer = NormalizerFunc(func(v any) (any, error) {
-	s, err := Trimmed.Normalize(v)
+// normalizeCaseFolded is CaseFolded.
+func normalizeCaseFolded(v any) (any, error) {
+	s, err := normalizeTrimmed(v)
 	if err != nil {
 		return nil, err
 	}
 	return foldNFC(s.(string)), nil
-})
+}
 
-// Email is CaseFolded for an address that must contain one "@" with text
-// on both sides.
-var Email Normalizer = NormalizerFunc(func(v any) (any, error) {
-	s, err := CaseFolded.Normalize(v)
+// normalizeEmail is Email.
+func normalizeEmail(v any) (any, error) {
+	s, err := normalizeCaseFolded(v)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +172,7 @@ var Email Normalizer = NormalizerFunc(func(v any) (any, error) {
 		return nil, errors.New("want an email address")
 	}
 	return e, nil
-})
+}
 
 // foldNFC returns s in NFC with every code point replaced by its simple
 // case folding, again in NFC (a folded string may not be in NFC):
@@ -154,30 +224,11 @@ func simpleFold(r rune) rune {
 // arithmetic, not expanded.
 const MaxNumberDigits = 100
 
-// Integer accepts a JSON integer or a string holding one in plain decimal
-// ("42", " 42", "+42", "042", 42.0, "4.2e1"), and hashes its exact decimal
-// text, so 9007199254740993 and 9007199254740992 stay different. Up to
-// MaxNumberDigits digits it is exact; larger integers are refused. Other
-// notations ("0x2a", "0b101010", "0o52", "4_2", "½") are refused: no model
-// means them. The tool binds the value as a JSON number (1000, whether the
-// model sent 1000, "1000" or 1e3) into any integer type or big.Int.
-var Integer Normalizer = numberNormalizer{integer: true}
-
-// Decimal accepts a JSON number or a string holding one in plain decimal
-// ("10", 10.0, "10.00", "1e1", "-0.5"), and hashes its exact value in
-// shortest decimal form, so amounts the model writes differently are the
-// same while 10.01 and 10.1 differ. Its limits and refused notations are
-// Integer's. The tool binds the value as a JSON number in shortest form
-// ("10.00" arrives as 10, "1e-1" as 0.1).
-var Decimal Normalizer = numberNormalizer{}
-
-// numberNormalizer is Integer or Decimal. It hashes the number's exact
-// decimal text as a JSON string (canonical JSON would round a number to a
-// double), and Invocation.Bind hands the tool that text as a JSON number.
-type numberNormalizer struct{ integer bool }
-
-// Normalize returns the exact decimal text of v.
-func (n numberNormalizer) Normalize(v any) (any, error) {
+// normalizeNumber is Integer (integer) or Decimal. It hashes the number's
+// exact decimal text as a JSON string (canonical JSON would round a number
+// to a double), and Invocation.Bind hands the tool that text as a JSON
+// number.
+func normalizeNumber(v any, integer bool) (any, error) {
 	var s string
 	switch x := v.(type) {
 	case json.Number:
@@ -191,7 +242,7 @@ func (n numberNormalizer) Normalize(v any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.integer && d.exp < 0 {
+	if integer && d.exp < 0 {
 		return nil, errors.New("want an integer")
 	}
 	return d.String(), nil

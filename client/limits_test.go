@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // tight is a store with tighter limits than ledger's: it refuses a
@@ -49,7 +49,7 @@ func TestDoneEffectSurvivesSizeLimits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var runs atomic.Int64
-			f := &fixture{clock: ledgertest.NewClock(t0)}
+			f := &fixture{clock: clock.NewFake(t0)}
 			f.store = c.store(ledgermem.New(&ledgermem.Config{Clock: f.clock}))
 			f.with(t, f.store, nil, counted("upload", &runs, func(context.Context, client.Invocation) (client.Effect, error) {
 				return client.Effect{Summary: "uploaded " + strings.Repeat("report ", 100), Ref: url, Result: json.RawMessage(`{"ok":true}`)}, nil
@@ -216,7 +216,7 @@ func TestClaimOverExpiredPendingReconciles(t *testing.T) {
 	lease := t0.Add(-time.Second)
 	store := &expiring{Store: ledgermem.New(nil), prev: &ledger.Record{State: ledger.StatePending, Owner: "first",
 		LeaseUntil: lease, ExpiresAt: t0.Add(-2 * time.Second), Attempt: 1, AttemptAt: t0.Add(-time.Hour)}}
-	f := (&fixture{clock: ledgertest.NewClock(t0)}).with(t, store, nil, tool)
+	f := (&fixture{clock: clock.NewFake(t0)}).with(t, store, nil, tool)
 	r := f.call(t, "run", "send_reply", `{"ticketId":"5"}`)
 	wantOutcome(t, r, client.AlreadyDone, "sent by the first owner")
 	if runs.Load() != 0 || rec.calls.Load() != 1 || !rec.seen[0].SentBy.Equal(lease) {
@@ -229,7 +229,7 @@ func TestClaimOverExpiredPendingReconciles(t *testing.T) {
 func TestRefusedClaimIsNotRetryable(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	f := &fixture{clock: ledgertest.NewClock(t0)}
+	f := &fixture{clock: clock.NewFake(t0)}
 	f.with(t, &flaky{Store: ledgermem.New(nil), claimErr: fmt.Errorf("%w: owner too long", ledger.ErrTooLarge)}, nil, counted("send_reply", &runs, nil))
 	r, err := f.exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
 	if !errors.Is(err, ledger.ErrTooLarge) {

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // events decodes the JSON log lines in buf.
@@ -125,7 +125,7 @@ func TestDisabled(t *testing.T) {
 		var buf bytes.Buffer
 		var runs atomic.Int64
 		store := &flaky{Store: ledgermem.New(nil), claimErr: errors.New("the ledger must not be used")}
-		cfg := &client.Config{Clock: ledgertest.NewClock(t0), Logger: slog.New(slog.NewJSONHandler(&buf, nil)), Disabled: !viaEnv}
+		cfg := &client.Config{Clock: clock.NewFake(t0), Logger: slog.New(slog.NewJSONHandler(&buf, nil)), Disabled: !viaEnv}
 		if viaEnv {
 			t.Setenv(client.DisabledEnv, " True")
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -42,7 +43,7 @@ func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result
 	if errors.Is(err, ledger.ErrTooLarge) {
 		// A store with tighter limits than ledger's: the effect exists, so
 		// record it done with less detail rather than not at all.
-		c = ledger.Completion{Summary: ledger.Clip(c.Summary, minimalBytes), Ref: ledger.Clip(c.Ref, minimalBytes),
+		c = ledger.Completion{Summary: clip.String(c.Summary, minimalBytes), Ref: clip.String(c.Ref, minimalBytes),
 			Truncated: c.Truncated || len(c.Result) > 0, Retention: c.Retention}
 		err = r.write(ctx, func(ctx context.Context) error { return r.e.store.Complete(ctx, r.id.key, r.owner, c) })
 	}
@@ -90,7 +91,7 @@ func (r *run) doneResult(outcome Outcome, summary, ref string, payload []byte) R
 
 func (r *run) fail(ctx context.Context, cause error, retryable bool) (Result, error) {
 	err := r.write(ctx, func(ctx context.Context) error {
-		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: true, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes),
+		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: true, Reason: clip.String(cause.Error(), ledger.MaxReasonBytes),
 			Retention: r.retention()})
 	})
 	res := r.failed(cause, retryable, cause.Error())
@@ -125,7 +126,7 @@ func failedResult(key string, attempt int, cause error, retryable bool, reason s
 func (r *run) uncertain(ctx context.Context, cause error) (Result, error) {
 	r.e.n.uncertain.Add(1)
 	err := r.write(ctx, func(ctx context.Context) error {
-		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: false, Reason: ledger.Clip(cause.Error(), ledger.MaxReasonBytes)})
+		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: false, Reason: clip.String(cause.Error(), ledger.MaxReasonBytes)})
 	})
 	res := r.uncertainResult(r.inv.Attempt, cause)
 	r.log(ctx, slog.LevelWarn, "idemkit uncertain", slog.Any("cause", cause), slog.Bool("reconciler", r.t.Reconciler != nil))

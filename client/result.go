@@ -30,6 +30,7 @@ const (
 
 var outcomeNames = [...]string{"", "executed", "already done", "in progress", "failed", "uncertain", "conflict", "invalid input"}
 
+// String returns the outcome in words ("already done").
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomeNames) {
 		return outcomeNames[o]

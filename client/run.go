@@ -75,7 +75,7 @@ func (r *run) do(ctx context.Context) (Result, error) {
 	// that waited for one gets another round.
 	for round := 0; ; round++ {
 		if err := ctx.Err(); err != nil {
-			return r.failed(fmt.Errorf("client: not started: %w", err), true, "the call was cancelled before it started"), err
+			return r.failed(fmt.Errorf("client: not started: %w", err), true, reasonCancelled), err
 		}
 		cr, err := r.claim(ctx)
 		if err != nil {
@@ -83,9 +83,9 @@ func (r *run) do(ctx context.Context) (Result, error) {
 			if errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrTooLarge) {
 				// The store refused what the program passed: retrying will
 				// not help, and the model's input is not at fault.
-				return r.failed(err, false, "a configuration error in the application"), err
+				return r.failed(err, false, reasonConfiguration), err
 			}
-			return r.failed(err, true, "the action ledger is unavailable"), err
+			return r.failed(err, true, reasonLedgerDown), err
 		}
 		if cr.Claimed {
 			r.log(ctx, slog.LevelDebug, "idemkit claim", slog.Bool("claimed", true), slog.String("previous", prevState(cr.Previous)))

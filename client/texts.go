@@ -26,6 +26,17 @@ const (
 	textNotRecorded = " (It could not be recorded yet; it will be reconciled, so do not repeat it.)"
 )
 
+// The reasons of a Failed result that idemkit, not the tool, gives
+// (textFailed); a tool's failure gives its error's text.
+const (
+	// reasonCancelled: the call's context ended before the claim.
+	reasonCancelled = "the call was cancelled before it started"
+	// reasonConfiguration: the ledger refused what the program passed.
+	reasonConfiguration = "a configuration error in the application"
+	// reasonLedgerDown: the ledger could not be reached; nothing ran.
+	reasonLedgerDown = "the action ledger is unavailable"
+)
+
 // textDone answers a call that ran the tool now (Executed).
 func textDone(summary string) string { return "Done: " + summary }
 

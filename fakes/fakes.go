@@ -9,7 +9,7 @@
 //   - mailfake: an email API with no idempotency at all; a reference can be
 //     searched, with a configurable index lag.
 //   - crmfake: a CRM with a non-idempotent create and an upsert by external id.
-//   - idemfake: a generic API following the IETF Idempotency-Key header draft.
+//   - keyheaderfake: a generic API following the IETF Idempotency-Key header draft.
 //
 // Every fake is an http.Handler, started like httptest.Server, and takes a
 // fault.Injector that fails, drops or delays requests around the commit step.
@@ -48,7 +48,7 @@ const (
 	// KindContactUpsert is an upsert that created or changed a contact; an
 	// upsert with identical fields is not an effect.
 	KindContactUpsert = "contact.upsert"
-	// KindOrder is an order created by idemfake.
+	// KindOrder is an order created by keyheaderfake.
 	KindOrder = "order"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/idemtest"
-	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/reconcile"
 )
@@ -17,7 +17,7 @@ import (
 // shipped fakes, a mailfake server and its journal) and says how to make
 // the provider time out after it accepted a message.
 func testSendEmail(t *testing.T) {
-	idemtest.FailureCases(t, func(t *testing.T, clock ledger.Clock) idemtest.Harness {
+	idemtest.FailureCases(t, func(t *testing.T, clock clock.Clock) idemtest.Harness {
 		box := newOutbox()
 		return idemtest.Harness{
 			Store:               ledgermem.New(&ledgermem.Config{Clock: clock}),

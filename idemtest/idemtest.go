@@ -25,7 +25,7 @@
 //     done without a second effect.
 //
 // Each "process" is its own client.Executor over the shared store. The
-// executors read a fake clock (a *ledgertest.Clock near the wall clock)
+// executors read a fake clock (a *clock.Fake near the wall clock)
 // that FailureCases moves past leases, so no case sleeps.
 package idemtest
 
@@ -40,8 +40,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // Lease is the executors' lease in FailureCases; the fake clock moves past
@@ -78,7 +78,7 @@ type Harness struct {
 // FailureCases runs the failure cases as subtests of t. newHarness is
 // called once per case, with the clock the case moves; it must build the
 // store on that clock.
-func FailureCases(t *testing.T, newHarness func(t *testing.T, clock ledger.Clock) Harness) {
+func FailureCases(t *testing.T, newHarness func(t *testing.T, clock clock.Clock) Harness) {
 	t.Helper()
 	for _, c := range []struct {
 		name string
@@ -94,7 +94,7 @@ func FailureCases(t *testing.T, newHarness func(t *testing.T, clock ledger.Clock
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			clock := ledgertest.NewClock(time.Now().Truncate(time.Second))
+			clock := clock.NewFake(time.Now().Truncate(time.Second))
 			h := newHarness(t, clock)
 			if h.Store == nil || h.Tool.Run == nil || len(h.Input) == 0 || h.Effects == nil || h.TimeoutAfterSuccess == nil {
 				t.Fatal("idemtest: the harness needs Store, Tool.Run, Input, Effects and TimeoutAfterSuccess")
@@ -108,7 +108,7 @@ func FailureCases(t *testing.T, newHarness func(t *testing.T, clock ledger.Clock
 type env struct {
 	t     *testing.T
 	h     Harness
-	clock *ledgertest.Clock
+	clock *clock.Fake
 	runID string
 	calls atomic.Int64
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/idemtest"
-	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/providers"
 )
@@ -84,7 +84,7 @@ func emailTool(o *outbox, rec client.Reconciler) client.Tool {
 
 // emailHarness is the harness for the email tool with the given
 // reconciler; it also returns the outbox, for tests of the harness itself.
-func emailHarness(clock ledger.Clock, rec func(o *outbox) client.Reconciler) (idemtest.Harness, *outbox) {
+func emailHarness(clock clock.Clock, rec func(o *outbox) client.Reconciler) (idemtest.Harness, *outbox) {
 	o := newOutbox()
 	return idemtest.Harness{
 		Store:               ledgermem.New(&ledgermem.Config{Clock: clock}),
@@ -118,7 +118,7 @@ func TestFailureCasesCatchBlindRetry(t *testing.T) {
 	ok := testing.RunTests(func(string, string) (bool, error) { return true, nil }, []testing.InternalTest{{
 		Name: "BlindRetry",
 		F: func(t *testing.T) {
-			idemtest.FailureCases(t, func(t *testing.T, clock ledger.Clock) idemtest.Harness {
+			idemtest.FailureCases(t, func(t *testing.T, clock clock.Clock) idemtest.Harness {
 				h, o := emailHarness(clock, func(*outbox) client.Reconciler { return blind })
 				mu.Lock()
 				defer mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger"
@@ -24,7 +25,6 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/reconcile"
 )
 
@@ -171,7 +171,7 @@ var crashNames = [...]string{"none", "before claim", "after claim", "after effec
 type worker struct {
 	id     int
 	kit    *kit
-	clock  *ledgertest.Clock
+	clock  *clock.Fake
 	mem    ledger.Store
 	sqlite ledger.Store
 	redis  ledger.Store
@@ -180,7 +180,7 @@ type worker struct {
 }
 
 func newWorker(t *testing.T, cfg chaosConfig, id int) *worker {
-	w := &worker{id: id, clock: ledgertest.NewClock(time.Now().Truncate(time.Second))}
+	w := &worker{id: id, clock: clock.NewFake(time.Now().Truncate(time.Second))}
 	w.kit = newKit(t, kitOptions{seed: cfg.seed + int64(id), clock: w.clock, blind: cfg.blind})
 	w.mem = ledgermem.New(&ledgermem.Config{Clock: w.clock})
 	db, err := ledgersqlite.Open(context.Background(), filepath.Join(t.TempDir(), fmt.Sprintf("chaos-%d.db", id)),

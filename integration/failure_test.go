@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/idemtest"
 	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // actionSeq numbers the actions of the failure cases, so that every case
@@ -35,7 +35,7 @@ func TestFailureCases(t *testing.T) {
 				s := &scenarios[i]
 				t.Run(s.name, func(t *testing.T) {
 					t.Parallel()
-					idemtest.FailureCases(t, func(t *testing.T, clock ledger.Clock) idemtest.Harness {
+					idemtest.FailureCases(t, func(t *testing.T, clock clock.Clock) idemtest.Harness {
 						return harness(t, b, s, clock)
 					})
 					if b.name != "memory" { // a memory ledger dies with its process
@@ -59,7 +59,7 @@ type action struct {
 	input json.RawMessage
 }
 
-func newAction(t *testing.T, s *scenario, clock *ledgertest.Clock) *action {
+func newAction(t *testing.T, s *scenario, clock *clock.Fake) *action {
 	t.Helper()
 	k := newKit(t, kitOptions{seed: 1, clock: clock}, s.provider)
 	a := &action{k: k, s: s, n: int(actionSeq.Add(1))}
@@ -85,13 +85,13 @@ func (a *action) effectList() []fakes.Effect {
 
 func (a *action) effects() int { return len(a.effectList()) }
 
-func harness(t *testing.T, b backend, s *scenario, clock ledger.Clock) idemtest.Harness {
-	fake, ok := clock.(*ledgertest.Clock)
+func harness(t *testing.T, b backend, s *scenario, clk clock.Clock) idemtest.Harness {
+	fake, ok := clk.(*clock.Fake)
 	if !ok {
-		t.Fatalf("the failure cases' clock is a %T, want a *ledgertest.Clock", clock)
+		t.Fatalf("the failure cases' clock is a %T, want a *clock.Fake", clk)
 	}
 	a := newAction(t, s, fake)
-	store, _ := b.open(t, clock)
+	store, _ := b.open(t, clk)
 	faults := a.k.server(s.provider).faults
 	return idemtest.Harness{
 		Store:   store,
@@ -113,7 +113,7 @@ func harness(t *testing.T, b backend, s *scenario, clock ledger.Clock) idemtest.
 // the run here on the same ledger once the child's lease has run out.
 func killedAfterEffect(t *testing.T, b backend, s *scenario) {
 	t0 := time.Now().Truncate(time.Second)
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	a := newAction(t, s, clock)
 	store, env := b.open(t, clock)
 	runID := fmt.Sprintf("killed-%s-%d", s.name, a.n)

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/reconcile"
 )
@@ -119,7 +119,7 @@ type fpFault struct {
 type fpWorld struct {
 	t      testing.TB
 	store  ledger.Store
-	clock  *ledgertest.Clock
+	clock  *clock.Fake
 	run    string
 	tool   toolClass
 	class  outcomeClass
@@ -557,7 +557,7 @@ func (t *fpTally) add(w *fpWorld, label string) {
 // outcome classes whose paths differ in them (done, a definite failure, an
 // ambiguous one): the provider's points do not depend on the ledger, and
 // the memory and SQLite ledgers run every one.
-func enumerate(t testing.TB, store ledger.Store, clock *ledgertest.Clock, pairs, ledgerOnly bool) *fpTally {
+func enumerate(t testing.TB, store ledger.Store, clock *clock.Fake, pairs, ledgerOnly bool) *fpTally {
 	tally := &fpTally{}
 	n := 0
 	newWorld := func(tool toolClass, class outcomeClass, faults []fpFault) *fpWorld {
@@ -616,7 +616,7 @@ func TestFaultPoints(t *testing.T) {
 		for _, b := range backends {
 			t.Run(b.name, func(t *testing.T) {
 				t.Parallel()
-				clock := ledgertest.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+				clock := clock.NewFake(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 				store, _ := b.open(t, clock)
 				local := b.name == "memory" || b.name == "sqlite"
 				tally := enumerate(t, store, clock, *faultPairs && local, !local)

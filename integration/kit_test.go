@@ -11,16 +11,16 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -28,7 +28,7 @@ import (
 
 // Timing. The fakes, the adapters' lookups, the reconcile policies, the
 // ledgers and the executors all read one fake clock per kit (a
-// *ledgertest.Clock), which only the tests move: a policy's waits advance
+// *clock.Fake), which only the tests move: a policy's waits advance
 // it. Real time bounds nothing but hangs.
 const (
 	// hangGuard bounds one provider request in real time. No fault
@@ -62,7 +62,7 @@ type kit struct {
 	stripe  *stripe.Client
 	mail    *mail.Client
 	crm     *crm.Client
-	idem    *idemhttp.Client
+	idem    *keyheader.Client
 	tools   map[string]client.Tool // by scenario name
 }
 
@@ -80,7 +80,7 @@ type kitOptions struct {
 	// clock is the kit's fake time: the fakes' clock, and the reconcile
 	// policies', whose waits advance it. Nil: the wall clock, for a kit
 	// whose tools never reconcile (a child process's).
-	clock *ledgertest.Clock
+	clock *clock.Fake
 	// blind replaces every reconciler by one that always answers "not
 	// found": blind retry, the behaviour idemkit exists to prevent.
 	blind bool
@@ -97,7 +97,7 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 	if opt.clock == nil {
 		t.Fatal("integration: newKit needs a clock")
 	}
-	now := opt.clock.Now
+	now := opt.clock
 	k := &kit{servers: map[string]server{}}
 	for _, name := range names {
 		var h http.Handler
@@ -113,7 +113,7 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 			f := crmfake.NewHandler(&crmfake.Config{Seed: opt.seed, Clock: now})
 			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		case "idem":
-			f := idemfake.NewHandler(&idemfake.Config{Seed: opt.seed, Clock: now})
+			f := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: opt.seed, Clock: now})
 			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		default:
 			t.Fatalf("unknown provider %q", name)
@@ -160,7 +160,7 @@ func (k *kit) build(opt kitOptions) {
 	k.stripe = stripe.New(k.urls.Stripe, &stripe.Config{APIKey: "sk_test_integration", HTTP: httpCfg("stripe"), SearchLag: indexLagBound})
 	k.mail = mail.New(k.urls.Mail, &mail.Config{HTTP: httpCfg("mail"), IndexLag: indexLagBound})
 	k.crm = crm.New(k.urls.CRM, &crm.Config{HTTP: httpCfg("crm")})
-	k.idem = idemhttp.New(k.urls.Idem, &idemhttp.Config{HTTP: httpCfg("idem")})
+	k.idem = keyheader.New(k.urls.Idem, &keyheader.Config{HTTP: httpCfg("idem")})
 	policy := func(a providers.Adapter) client.Reconciler {
 		if opt.blind {
 			return client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
@@ -184,7 +184,7 @@ func (k *kit) build(opt kitOptions) {
 
 // sleeper returns a reconcile Sleep that advances clock instead of
 // waiting.
-func sleeper(clock *ledgertest.Clock) func(ctx context.Context, d time.Duration) error {
+func sleeper(clock *clock.Fake) func(ctx context.Context, d time.Duration) error {
 	return func(ctx context.Context, d time.Duration) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -381,7 +381,7 @@ var scenarios = []scenario{
 					if err := decode(inv, &in); err != nil {
 						return client.Effect{}, err
 					}
-					var order idemfake.Order
+					var order keyheaderfake.Order
 					if _, err := k.idem.Post(ctx, inv.DownstreamKey, "/v1/orders",
 						map[string]any{"sku": in.SKU, "quantity": in.Quantity, "customer": in.OrderRef}, &order); err != nil {
 						return client.Effect{}, err

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgercache"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
@@ -24,35 +25,35 @@ type backend struct {
 	// open returns a fresh, empty store on clock, removed when t ends, and
 	// the environment that lets a child process open the same store (nil
 	// for a store no other process can reach).
-	open func(t testing.TB, clock ledger.Clock) (ledger.Store, []string)
+	open func(t testing.TB, clock clock.Clock) (ledger.Store, []string)
 }
 
 var backends = []backend{
-	{name: "memory", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+	{name: "memory", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		return ledgermem.New(&ledgermem.Config{Clock: clock}), nil
 	}},
-	{name: "sqlite", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+	{name: "sqlite", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		env := []string{"IDEM_LEDGER=sqlite", "IDEM_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
 		return mustOpen(t, env, clock), env
 	}},
 	// The done-record cache in front of SQLite: repeats this process saw
 	// done are answered from memory; a child process opens the file alone.
-	{name: "sqlite+cache", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+	{name: "sqlite+cache", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		env := []string{"IDEM_LEDGER=sqlite", "IDEM_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
 		return ledgercache.New(mustOpen(t, env, clock), &ledgercache.Config{Clock: clock}), env
 	}},
-	{name: "dynamo", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+	{name: "dynamo", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		endpoint := dynalitetest.Endpoint(t)
 		env := []string{"IDEM_LEDGER=dynamo", "IDEM_DYNAMO_ENDPOINT=" + endpoint,
 			"IDEM_DYNAMO_TABLE=" + dynalitetest.NewTable(t, dynalitetest.NewClient(endpoint))}
 		return mustOpen(t, env, clock), env
 	}},
-	{name: "redis", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+	{name: "redis", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		url := redistest.URL(t)
 		env := []string{"IDEM_LEDGER=redis", "IDEM_REDIS=" + url + "?prefix=" + redistest.Prefix(t, url)}
 		return mustOpen(t, env, clock), env
 	}},
-	{name: "postgres", open: func(t testing.TB, clock ledger.Clock) (ledger.Store, []string) {
+	{name: "postgres", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		schema := pgtest.Schema(t, pgtest.Pool(t))
 		env := []string{"IDEM_LEDGER=postgres", "IDEM_POSTGRES_URL=" + pgtest.URL(t), "IDEM_POSTGRES_SCHEMA=" + schema}
 		return postgresStore(t, schema, clock), env
@@ -61,7 +62,7 @@ var backends = []backend{
 
 // postgresStore returns a store on the test binary's pool (pgtest.Pool),
 // in schema, migrating its table unless that is done.
-func postgresStore(t testing.TB, schema string, clock ledger.Clock) ledger.Store {
+func postgresStore(t testing.TB, schema string, clock clock.Clock) ledger.Store {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	cfg := &ledgerpg.Config{Clock: clock, Schema: schema}
@@ -75,7 +76,7 @@ func postgresStore(t testing.TB, schema string, clock ledger.Clock) ledger.Store
 	return s
 }
 
-func mustOpen(t testing.TB, env []string, clock ledger.Clock) ledger.Store {
+func mustOpen(t testing.TB, env []string, clock clock.Clock) ledger.Store {
 	t.Helper()
 	s, closeStore, err := openFromEnv(context.Background(), lookupIn(env), clock)
 	if err != nil {
@@ -87,7 +88,7 @@ func mustOpen(t testing.TB, env []string, clock ledger.Clock) ledger.Store {
 
 // openFromEnv opens the durable store the environment names: how a child
 // process finds its parent's ledger.
-func openFromEnv(ctx context.Context, getenv func(string) string, clock ledger.Clock) (ledger.Store, func(), error) {
+func openFromEnv(ctx context.Context, getenv func(string) string, clock clock.Clock) (ledger.Store, func(), error) {
 	switch b := getenv("IDEM_LEDGER"); b {
 	case "sqlite":
 		s, err := ledgersqlite.Open(ctx, getenv("IDEM_SQLITE"), &ledgersqlite.Config{Clock: clock})
@@ -99,13 +100,17 @@ func openFromEnv(ctx context.Context, getenv func(string) string, clock ledger.C
 		client := dynalitetest.NewClient(getenv("IDEM_DYNAMO_ENDPOINT"))
 		return ledgerdynamo.New(client, getenv("IDEM_DYNAMO_TABLE"), &ledgerdynamo.Config{Clock: clock}), func() {}, nil
 	case "redis":
-		s, closeStore, err := ledgerredis.OpenURL(ctx, getenv("IDEM_REDIS"), &ledgerredis.Config{Clock: clock})
+		s, err := ledgerredis.OpenURL(ctx, getenv("IDEM_REDIS"), &ledgerredis.Config{Clock: clock})
 		if err != nil {
 			return nil, nil, err
 		}
-		return s, closeStore, nil
+		return s, func() { _ = s.Close() }, nil
 	case "postgres":
-		return ledgerpg.OpenURL(ctx, getenv("IDEM_POSTGRES_URL"), &ledgerpg.Config{Clock: clock, Schema: getenv("IDEM_POSTGRES_SCHEMA")})
+		s, err := ledgerpg.OpenURL(ctx, getenv("IDEM_POSTGRES_URL"), &ledgerpg.Config{Clock: clock, Schema: getenv("IDEM_POSTGRES_SCHEMA")})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() { _ = s.Close() }, nil
 	default:
 		return nil, nil, fmt.Errorf("integration: no durable ledger %q", b)
 	}

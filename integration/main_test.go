@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // TestMain runs the tests with a DynamoDB-compatible server (dynalite), a
@@ -65,7 +65,7 @@ func helperProcess() int {
 	if err != nil {
 		return fail("IDEM_T0: %v", err)
 	}
-	clock := ledgertest.NewClock(time.UnixMilli(t0))
+	clock := clock.NewFake(time.UnixMilli(t0))
 	store, closeStore, err := openFromEnv(ctx, os.Getenv, clock)
 	if err != nil {
 		return fail("open ledger: %v", err)

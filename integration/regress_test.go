@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // Deterministic reproductions of duplicates TestChaos found.
@@ -49,14 +49,14 @@ type regression struct {
 	t      *testing.T
 	a      *action
 	faults *fault.Injector
-	clock  *ledgertest.Clock
+	clock  *clock.Fake
 	store  ledger.Store
 	call   client.Call
 	runID  string
 }
 
 func newRegression(t *testing.T, scenario string) *regression {
-	clock := ledgertest.NewClock(time.Now().Truncate(time.Second))
+	clock := clock.NewFake(time.Now().Truncate(time.Second))
 	a := newAction(t, scenarioByName(scenario), clock)
 	return &regression{
 		t: t, a: a, faults: a.k.server(a.s.provider).faults, clock: clock,

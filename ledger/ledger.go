@@ -18,7 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/internal/clip"
 )
 
 // State is the state of an action record.
@@ -266,27 +267,12 @@ func (c Completion) Validate() error {
 // A done effect is never lost over a size limit: a clipped ref still says
 // which object it was, and the caller keeps the full one.
 func (c Completion) Fit(maxResult int) Completion {
-	c.Summary = Clip(c.Summary, MaxSummaryBytes)
-	c.Ref = Clip(c.Ref, MaxRefBytes)
+	c.Summary = clip.String(c.Summary, MaxSummaryBytes)
+	c.Ref = clip.String(c.Ref, MaxRefBytes)
 	if len(c.Result) > min(maxResult, MaxResultBytes) {
 		c.Result, c.Truncated = nil, true
 	}
 	return c
-}
-
-// Clip returns s cut to at most n bytes, at a rune boundary.
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 {
-		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
-			break
-		}
-		s = s[:len(s)-1]
-	}
-	return s
 }
 
 // Failure is what an unsuccessful action records.
@@ -322,9 +308,14 @@ type Filter struct {
 	// (keyset pagination): pass the Cursor of the last record of a page to
 	// get the next page. The zero Cursor keeps every record.
 	After Cursor
-	// Limit caps the number of records (0: a store default of at least 100).
+	// Limit caps the number of records (0: a store default of at least
+	// 100; DefaultListLimit in this module's backends).
 	Limit int
 }
+
+// DefaultListLimit is the number of records List returns, in this
+// module's backends, when the filter sets no Limit.
+const DefaultListLimit = 1000
 
 // Matches reports whether r passes f at now (for stores that filter in Go).
 func (f Filter) Matches(r *Record, now time.Time) bool {
@@ -452,15 +443,3 @@ type Purger interface {
 	// reports how many it deleted.
 	Purge(ctx context.Context, before time.Time) (int, error)
 }
-
-// Clock tells the time. Stores take one so tests can move time without
-// sleeping.
-type Clock interface {
-	Now() time.Time
-}
-
-// SystemClock is the wall clock.
-type SystemClock struct{}
-
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }

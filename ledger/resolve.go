@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/clip"
 )
 
 // ErrNotResolvable: Resolve refused the record in its current state (done,
@@ -132,7 +134,7 @@ func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Ti
 	if r.Done {
 		err = s.Complete(ctx, key, owner, Completion{Summary: r.Summary, Ref: r.Ref}.Fit(0))
 	} else {
-		err = s.Fail(ctx, key, owner, Failure{Definite: true, Reason: Clip(r.Reason, MaxReasonBytes)})
+		err = s.Fail(ctx, key, owner, Failure{Definite: true, Reason: clip.String(r.Reason, MaxReasonBytes)})
 	}
 	if err != nil {
 		return nil, err

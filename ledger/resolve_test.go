@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -58,8 +58,8 @@ func (s *stale) Get(ctx context.Context, key string) (*ledger.Record, error) { r
 func TestResolve(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	setup := func(t *testing.T, state ledger.State, lease time.Duration) (*ledgertest.Clock, ledger.Store) {
-		clock := ledgertest.NewClock(t0)
+	setup := func(t *testing.T, state ledger.State, lease time.Duration) (*clock.Fake, ledger.Store) {
+		clock := clock.NewFake(t0)
 		s := ledgermem.New(&ledgermem.Config{Clock: clock})
 		if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k", Tool: "t", RunID: "r", Owner: "w", Fingerprint: "fp",
 			LeaseUntil: t0.Add(lease), ExpiresAt: t0.Add(time.Hour)}); err != nil {
@@ -230,9 +230,9 @@ func TestResolvedRecordKeptForRetention(t *testing.T) {
 
 // claimedAtT0 returns a memory store on a clock at t0 in which owner "w"
 // has claimed key with a one-minute lease.
-func claimedAtT0(t *testing.T, key string) (*ledgertest.Clock, ledger.Store) {
+func claimedAtT0(t *testing.T, key string) (*clock.Fake, ledger.Store) {
 	t.Helper()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	s := ledgermem.New(&ledgermem.Config{Clock: clock})
 	claim(t, s, key)
 	return clock, s

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/idemkit/idemkit/clock"
 )
 
 // Takeover returns the parameters of a claim that takes rec over for owner
@@ -31,7 +33,7 @@ func Takeover(rec *Record, owner string, now, lease time.Time, retention time.Du
 // repeat that finds the record held by p.Owner has claimed it (Refused), so
 // a claim is never left applied with nobody acting on it because one reply
 // was lost. It returns the last error when the outcome stays unknown.
-func ClaimRepeated(ctx context.Context, s Store, p ClaimParams, clock Clock, maxElapsed time.Duration) (ClaimResult, error) {
+func ClaimRepeated(ctx context.Context, s Store, p ClaimParams, clock clock.Clock, maxElapsed time.Duration) (ClaimResult, error) {
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(10*time.Millisecond),
 		backoff.WithMaxInterval(time.Second),

@@ -16,7 +16,7 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/internal/clip"
 )
 
 // register declares a configured tool on the executor.
@@ -284,7 +284,7 @@ func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.C
 			return client.Effect{}, classify(t.name, err)
 		}
 		if res.IsError {
-			err := fmt.Errorf("mcpgateway: %s answered with an error: %s", t.name, ledger.Clip(firstText(res), 500))
+			err := fmt.Errorf("mcpgateway: %s answered with an error: %s", t.name, clip.String(firstText(res), 500))
 			if onError == errclass.Definite {
 				return client.Effect{}, client.Definite(err)
 			}
@@ -323,7 +323,7 @@ func summary(tool string, res *mcp.CallToolResult) string {
 		return tool + " succeeded"
 	}
 	if len(s) > 200 {
-		s = ledger.Clip(s, 200) + "…"
+		s = clip.String(s, 200) + "…"
 	}
 	return tool + ": " + s
 }

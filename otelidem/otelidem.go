@@ -39,6 +39,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -52,7 +53,7 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
 	// Clock times operations (default: the system clock).
-	Clock ledger.Clock
+	Clock clock.Clock
 	// UncertainLimit bounds the records the uncertain gauge lists per
 	// collection (default 10000); the gauge reports at most that many.
 	UncertainLimit int
@@ -63,7 +64,7 @@ type Config struct {
 type Instruments struct {
 	tracer         trace.Tracer
 	meter          metric.Meter
-	clock          ledger.Clock
+	clock          clock.Clock
 	uncertainLimit int
 
 	calls      metric.Int64Counter
@@ -86,7 +87,7 @@ func New(cfg *Config) (*Instruments, error) {
 		c.MeterProvider = otel.GetMeterProvider()
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.UncertainLimit <= 0 {
 		c.UncertainLimit = 10000

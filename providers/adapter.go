@@ -24,6 +24,7 @@ const (
 	Eventual
 )
 
+// String returns "none", "consistent" or "eventual".
 func (c Consistency) String() string {
 	switch c {
 	case Consistent:

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/errclass"
 )
 
@@ -110,7 +111,7 @@ func TestErrorClassAndUnwrap(t *testing.T) {
 func TestBackoffAndRetryAfter(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	c := NewClient("http://127.0.0.1", &Config{MaxRetryAfter: 5 * time.Second, Now: func() time.Time { return now }})
+	c := NewClient("http://127.0.0.1", &Config{MaxRetryAfter: 5 * time.Second, Clock: clock.NewFake(now)})
 	for i := range 40 {
 		d := c.backoff(10*time.Millisecond, 80*time.Millisecond, i, nil)
 		want := min(10*time.Millisecond<<min(i, 30), 80*time.Millisecond)

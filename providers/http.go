@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/clock"
 )
 
 // Defaults of Config.
@@ -62,9 +63,9 @@ type Config struct {
 	// Ambiguous. It runs for every attempt, so it also decides retries. It
 	// cannot clear the ambiguity an earlier attempt left.
 	Classify func(*ProviderError)
-	// Now is the clock Retry-After dates are read against; time.Now when
-	// nil.
-	Now func() time.Time
+	// Clock is the clock Retry-After dates are read against, and the one
+	// adapters reckon lookup windows from (default: the system clock).
+	Clock clock.Clock
 }
 
 // Replay says what sending a request again does at the provider.
@@ -133,7 +134,7 @@ type Client struct {
 	maxBody       int64
 	maxRetryAfter time.Duration
 	classify      func(*ProviderError)
-	now           func() time.Time
+	clock         clock.Clock
 }
 
 // NewClient returns a client for the provider at baseURL
@@ -177,15 +178,15 @@ func NewClient(baseURL string, cfg *Config) *Client {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.System{}
 	}
 	cl := &Client{
 		base:          strings.TrimRight(baseURL, "/"),
 		maxBody:       c.MaxBodyBytes,
 		maxRetryAfter: c.MaxRetryAfter,
 		classify:      c.Classify,
-		now:           c.Now,
+		clock:         c.Clock,
 	}
 	cl.rc = &retryablehttp.Client{
 		HTTPClient:   &hc,
@@ -420,7 +421,7 @@ func (c *Client) retryAfter(resp *http.Response) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return max(t.Sub(c.now()), 0), true
+	return max(t.Sub(c.clock.Now()), 0), true
 }
 
 // backoff is go-retryablehttp's Backoff: the provider's Retry-After when it

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/errclass"
 )
 
@@ -414,7 +415,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	})
 	cfg := testConfig()
 	// The provider's date is 120ms ahead of the client's clock.
-	cfg.Now = func() time.Time { return at.Add(-120 * time.Millisecond) }
+	cfg.Clock = clock.NewFake(at.Add(-120 * time.Millisecond))
 	if _, err := NewClient(s.URL, cfg).Do(context.Background(), post(ReplayKeyed), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/reconcile"
 )
@@ -85,7 +85,7 @@ func Example() {
 // action was already done.
 func ExampleSweeper() {
 	ctx := context.Background()
-	clock := ledgertest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := ledgermem.New(&ledgermem.Config{Clock: clock})
 	mail := &mailbox{sent: map[string]string{}}
 	crash := true

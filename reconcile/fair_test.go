@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/reconcile"
 )
 
@@ -19,7 +19,7 @@ import (
 // It counts the times each record was examined.
 type unsettled struct {
 	store ledger.Store
-	clock *ledgertest.Clock
+	clock *clock.Fake
 	tools []client.Tool
 	keys  []string // the send_mail records, oldest first
 
@@ -27,9 +27,9 @@ type unsettled struct {
 	seen map[string]int
 }
 
-func newUnsettled(t *testing.T, open func(*testing.T, ledger.Clock) ledger.Store, n int) *unsettled {
+func newUnsettled(t *testing.T, open func(*testing.T, clock.Clock) ledger.Store, n int) *unsettled {
 	t.Helper()
-	u := &unsettled{clock: ledgertest.NewClock(t0), seen: map[string]int{}}
+	u := &unsettled{clock: clock.NewFake(t0), seen: map[string]int{}}
 	u.store = open(t, u.clock)
 	examine := func(rec client.Reconciliation) client.Reconciler {
 		return client.ReconcilerFunc(func(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
@@ -140,7 +140,7 @@ func TestSweeperExaminesEveryRecordInTurn(t *testing.T) {
 // moves the position takes the record over.
 func TestSweeperPositionLeftPending(t *testing.T) {
 	t.Parallel()
-	u := newUnsettled(t, func(t *testing.T, c ledger.Clock) ledger.Store { return memStore(c) }, 10)
+	u := newUnsettled(t, func(t *testing.T, c clock.Clock) ledger.Store { return memStore(c) }, 10)
 	u.sweep(t, 4)
 	ctx := context.Background()
 	key := reconcile.CursorKey("")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgercache"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
@@ -18,14 +19,14 @@ import (
 // schema, key prefix or table of its own on the shared servers).
 var ledgers = []struct {
 	name string
-	open func(t *testing.T, clock ledger.Clock) ledger.Store
+	open func(t *testing.T, clock clock.Clock) ledger.Store
 }{
-	{"memory", func(t *testing.T, clock ledger.Clock) ledger.Store { return memStore(clock) }},
-	{"sqlite", func(t *testing.T, clock ledger.Clock) ledger.Store {
+	{"memory", func(t *testing.T, clock clock.Clock) ledger.Store { return memStore(clock) }},
+	{"sqlite", func(t *testing.T, clock clock.Clock) ledger.Store {
 		open, _ := sqliteFile(t)
 		return open(clock)
 	}},
-	{"postgres", func(t *testing.T, clock ledger.Clock) ledger.Store {
+	{"postgres", func(t *testing.T, clock clock.Clock) ledger.Store {
 		pool := pgtest.Pool(t)
 		cfg := &ledgerpg.Config{Clock: clock, Schema: pgtest.Schema(t, pool)}
 		if err := ledgerpg.Migrate(context.Background(), pool, cfg); err != nil {
@@ -37,15 +38,15 @@ var ledgers = []struct {
 		}
 		return s
 	}},
-	{"redis", func(t *testing.T, clock ledger.Clock) ledger.Store {
+	{"redis", func(t *testing.T, clock clock.Clock) ledger.Store {
 		url := redistest.URL(t)
 		return ledgerredis.New(redistest.NewClient(t, url), &ledgerredis.Config{Clock: clock, Prefix: redistest.Prefix(t, url)})
 	}},
-	{"dynamo", func(t *testing.T, clock ledger.Clock) ledger.Store {
+	{"dynamo", func(t *testing.T, clock clock.Clock) ledger.Store {
 		client := dynalitetest.NewClient(dynalitetest.Endpoint(t))
 		return ledgerdynamo.New(client, dynalitetest.NewTable(t, client), &ledgerdynamo.Config{Clock: clock})
 	}},
-	{"cache", func(t *testing.T, clock ledger.Clock) ledger.Store {
+	{"cache", func(t *testing.T, clock clock.Clock) ledger.Store {
 		open, _ := sqliteFile(t)
 		return ledgercache.New(open(clock), &ledgercache.Config{Clock: clock})
 	}},

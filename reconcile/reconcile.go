@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/providers"
 )
@@ -31,7 +32,7 @@ type Config struct {
 	// clock the invocations' AttemptAt and SentBy were read from (the
 	// executors' and the ledger's): a clock behind this one would make
 	// the in-flight bound look passed too early.
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Sleep waits d or until ctx ends (default: a real timer). Tests with
 	// a fake clock pass a function that advances it.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -86,7 +87,7 @@ func New(adapter providers.Adapter, cfg *Config) *Policy {
 		c = *cfg
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Sleep == nil {
 		c.Sleep = sleep

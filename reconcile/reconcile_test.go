@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/reconcile"
 )
@@ -21,7 +21,7 @@ var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // later.
 type provider struct {
 	caps        providers.Capabilities
-	clock       *ledgertest.Clock
+	clock       *clock.Fake
 	committedAt time.Time
 	err         error // every lookup fails with it
 
@@ -61,7 +61,7 @@ func (p *provider) count() int {
 }
 
 // fakeTime returns a Config whose Sleep advances clock instead of waiting.
-func fakeTime(clock *ledgertest.Clock) *reconcile.Config {
+func fakeTime(clock *clock.Fake) *reconcile.Config {
 	return &reconcile.Config{
 		Clock: clock,
 		Sleep: func(ctx context.Context, d time.Duration) error {
@@ -137,7 +137,7 @@ func TestPolicy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clock := ledgertest.NewClock(t0)
+			clock := clock.NewFake(t0)
 			p := &provider{caps: tc.caps, clock: clock}
 			if !tc.never {
 				p.committedAt = t0.Add(tc.committed)
@@ -207,7 +207,7 @@ func TestPolicy(t *testing.T) {
 
 func TestReconcileFindsEffect(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent}, clock: clock, committedAt: t0}
 	rec, err := reconcile.New(p, fakeTime(clock)).Reconcile(context.Background(), client.Invocation{Key: "k", Attempt: 1})
 	if err != nil || rec.Verdict != client.VerdictFound || rec.Effect.Ref != "obj_1" {
@@ -225,7 +225,7 @@ func TestDownstreamKey(t *testing.T) {
 		{client.Invocation{Key: "abc", Attempt: 1}, "abc"},
 		{client.Invocation{Key: "abc", Attempt: 3}, "abc-3"},
 	} {
-		clock := ledgertest.NewClock(t0)
+		clock := clock.NewFake(t0)
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent}, clock: clock, committedAt: t0}
 		if _, err := reconcile.New(p, fakeTime(clock)).Reconcile(context.Background(), tc.inv); err != nil {
 			t.Fatal(err)
@@ -245,7 +245,7 @@ func TestLookupErrors(t *testing.T) {
 	down := errors.New("connection refused")
 	t.Run("outside the window the error is returned", func(t *testing.T) {
 		t.Parallel()
-		clock := ledgertest.NewClock(t0)
+		clock := clock.NewFake(t0)
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent}, clock: clock, err: down}
 		cfg := fakeTime(clock)
 		cfg.MaxWait = 5 * time.Second
@@ -259,7 +259,7 @@ func TestLookupErrors(t *testing.T) {
 	})
 	t.Run("inside the window the resend decides", func(t *testing.T) {
 		t.Parallel()
-		clock := ledgertest.NewClock(t0)
+		clock := clock.NewFake(t0)
 		p := &provider{caps: providers.Capabilities{Lookup: providers.Consistent, DedupWindow: time.Hour}, clock: clock, err: down}
 		f, err := reconcile.New(p, fakeTime(clock)).Reconcile(context.Background(), client.Invocation{Key: "k", Attempt: 1, AttemptAt: t0})
 		if err != nil || f.Verdict != client.VerdictResendSafe {
@@ -273,7 +273,7 @@ func TestLookupErrors(t *testing.T) {
 
 func TestContextEnds(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	p := &provider{caps: providers.Capabilities{Lookup: providers.Eventual, IndexLag: time.Hour}, clock: clock}
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := fakeTime(clock)
@@ -291,7 +291,7 @@ func TestContextEnds(t *testing.T) {
 // says why the answer is unknown.
 func TestRealSleepBounded(t *testing.T) {
 	t.Parallel()
-	p := &provider{caps: providers.Capabilities{Lookup: providers.Eventual, IndexLag: time.Hour}, clock: ledgertest.NewClock(t0)}
+	p := &provider{caps: providers.Capabilities{Lookup: providers.Eventual, IndexLag: time.Hour}, clock: clock.NewFake(t0)}
 	start := time.Now()
 	f, err := reconcile.New(p, &reconcile.Config{MaxWait: 30 * time.Millisecond, InitialInterval: 5 * time.Millisecond}).
 		Reconcile(context.Background(), client.Invocation{Key: "k", Attempt: 1})

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -20,7 +22,7 @@ import (
 type SweeperConfig struct {
 	// Clock tells the time (default: the system clock). It must be the
 	// clock of the executors that wrote the records.
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Lease is how long the sweeper's claim on one record blocks others
 	// while it records a conclusive answer, or asks again about a record
 	// that changed after it was listed (default 2 minutes; keep it above
@@ -87,7 +89,7 @@ func NewSweeper(store ledger.Store, tools []client.Tool, cfg *SweeperConfig) *Sw
 		c = *cfg
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Lease <= 0 {
 		c.Lease = 2 * time.Minute
@@ -267,7 +269,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 		// Someone acted on the record after it was listed: absence seen
 		// before may no longer hold. Ask again, now under the claim.
 		if f, err = check(ctx, reconciler, invocation(*cr.Previous, cr.Attempt)); err != nil {
-			werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+err.Error(), ledger.MaxReasonBytes)})
+			werr := s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: clip.String("reconcile: "+err.Error(), ledger.MaxReasonBytes)})
 			return ledger.StateUncertain, errors.Join(fmt.Errorf("reconcile: sweep %s: %w", rec.Key, err), werr)
 		}
 	}
@@ -287,7 +289,7 @@ func (s *Sweeper) sweepOne(ctx context.Context, rec ledger.Record) (ledger.State
 		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{
 			Reason: "reconcile: the provider would deduplicate a resend; the next call of this action resends it"})
 	default:
-		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: ledger.Clip("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
+		return ledger.StateUncertain, s.settle(ctx, rec.Key, owner, ledger.Failure{Reason: clip.String("reconcile: "+f.Reason, ledger.MaxReasonBytes)})
 	}
 }
 

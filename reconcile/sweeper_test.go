@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/reconcile"
 )
@@ -25,14 +25,14 @@ import (
 // shop is a provider on a fake clock holding effects by downstream key.
 type shop struct {
 	caps    providers.Capabilities
-	clock   *ledgertest.Clock
+	clock   *clock.Fake
 	mu      sync.Mutex
 	effects map[string]string // downstream key -> ref
 	lookups atomic.Int64
 	fail    error
 }
 
-func newShop(clock *ledgertest.Clock, caps providers.Capabilities) *shop {
+func newShop(clock *clock.Fake, caps providers.Capabilities) *shop {
 	return &shop{caps: caps, clock: clock, effects: map[string]string{}}
 }
 
@@ -64,14 +64,14 @@ func (s *shop) create(key string) string {
 
 // world is a store, a fake clock and a tool "order" over a shop.
 type world struct {
-	clock *ledgertest.Clock
+	clock *clock.Fake
 	store ledger.Store
 	shop  *shop
 	tool  client.Tool
 }
 
-func newWorld(t *testing.T, store func(ledger.Clock) ledger.Store, caps providers.Capabilities) *world {
-	clock := ledgertest.NewClock(t0)
+func newWorld(t *testing.T, store func(clock.Clock) ledger.Store, caps providers.Capabilities) *world {
+	clock := clock.NewFake(t0)
 	w := &world{clock: clock, store: store(clock), shop: newShop(clock, caps)}
 	w.tool = client.Tool{
 		Name:     "order",
@@ -85,16 +85,16 @@ func newWorld(t *testing.T, store func(ledger.Clock) ledger.Store, caps provider
 	return w
 }
 
-func memStore(c ledger.Clock) ledger.Store { return ledgermem.New(&ledgermem.Config{Clock: c}) }
+func memStore(c clock.Clock) ledger.Store { return ledgermem.New(&ledgermem.Config{Clock: c}) }
 
 // sqliteFile returns a store func that opens a SQLite ledger in a file,
 // and a function that opens another handle on the same file, as another
 // process would.
-func sqliteFile(t *testing.T) (func(ledger.Clock) ledger.Store, func() ledger.Store) {
+func sqliteFile(t *testing.T) (func(clock.Clock) ledger.Store, func() ledger.Store) {
 	path := filepath.Join(t.TempDir(), "ledger.db")
-	var clock ledger.Clock
-	open := func(c ledger.Clock) ledger.Store {
-		clock = c
+	var clk clock.Clock
+	open := func(c clock.Clock) ledger.Store {
+		clk = c
 		s, err := ledgersqlite.Open(context.Background(), path, &ledgersqlite.Config{Clock: c})
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func sqliteFile(t *testing.T) (func(ledger.Clock) ledger.Store, func() ledger.St
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	}
-	return open, func() ledger.Store { return open(clock) }
+	return open, func() ledger.Store { return open(clk) }
 }
 
 // stuck writes a record left behind in state (pending with a lapsed lease,

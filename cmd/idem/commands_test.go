@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/internal/tooling"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/reconcile"
 )
@@ -301,7 +301,7 @@ func TestReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A record whose retention ended two days ago.
-	old := ledgertest.NewClock(time.Now().Add(-72 * time.Hour))
+	old := clock.NewFake(time.Now().Add(-72 * time.Hour))
 	s2, err := ledgersqlite.Open(ctx, path, &ledgersqlite.Config{Clock: old})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/ledger"
@@ -57,24 +58,6 @@ var demoFaults = []fault.Rule{
 	{Action: fault.CommitThenError},
 	{Action: fault.CommitThenError, Status: http.StatusBadGateway, SaveError: true},
 	{Action: fault.Delay}, // until the client gives up, then commit: a timeout after success
-}
-
-// fakeClock is a worker's clock: it moves only when told.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // Where a process dies while it handles a call.
@@ -170,7 +153,7 @@ func (t *tally) add(o tally) {
 
 // worker plays a share of the runs on its own fakes and clock.
 type worker struct {
-	clock   *fakeClock
+	clock   *clock.Fake // the worker's clock: it moves only when told
 	conns   *connTracker
 	fakes   *fakeSet
 	rate    float64
@@ -182,9 +165,9 @@ type worker struct {
 }
 
 func newWorker(seed int64, rate float64) (*worker, error) {
-	w := &worker{clock: &fakeClock{t: time.Now().Truncate(time.Millisecond)}, conns: newConnTracker(), rate: rate,
+	w := &worker{clock: clock.NewFake(time.Now().Truncate(time.Millisecond)), conns: newConnTracker(), rate: rate,
 		tallies: map[*scenario]*tally{}, refusal: map[*scenario]string{}}
-	set, err := startFakes(fakeConfig{seed: seed, clock: w.clock.Now, indexLag: indexLag, conns: w.conns})
+	set, err := startFakes(fakeConfig{seed: seed, clock: w.clock, indexLag: indexLag, conns: w.conns})
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +384,7 @@ func (w *worker) newIdemSide(store ledger.Store) *idemSide {
 		InitialInterval: 250 * time.Millisecond, MaxInterval: 4 * time.Second,
 	}
 	build := func(timeout time.Duration) []client.Tool {
-		k := newKit(w.fakes, w.conns, w.clock.Now, timeout)
+		k := newKit(w.fakes, w.conns, w.clock, timeout)
 		var tools []client.Tool
 		for _, sc := range scenarios {
 			tools = append(tools, client.Tool{

@@ -11,10 +11,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
@@ -46,7 +47,7 @@ type fakeServer struct {
 // fakeConfig configures a set of fakes.
 type fakeConfig struct {
 	seed  int64
-	clock func() time.Time // nil: the wall clock
+	clock clock.Clock // nil: the wall clock
 	// indexLag delays search visibility on the fake Stripe and mail.
 	indexLag time.Duration
 	ports    map[string]int // fixed ports by fake name; 0 or missing: a free port
@@ -76,7 +77,7 @@ func startFakes(cfg fakeConfig) (*fakeSet, error) {
 			s := crmfake.NewHandler(&crmfake.Config{Seed: cfg.seed, Clock: cfg.clock})
 			h, faults = s, s.Faults
 		case "idem":
-			s := idemfake.NewHandler(&idemfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			s := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: cfg.seed, Clock: cfg.clock})
 			h, faults = s, s.Faults
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ports[name])))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
@@ -243,7 +244,7 @@ func recordTable(cmd *cobra.Command, recs []ledger.Record, now time.Time) {
 		}
 		t.rowCells(cell{text: shortKey(r.Key)}, cell{text: string(r.State), colour: stateColour(string(r.State))},
 			cell{text: r.Tool}, cell{text: r.RunID}, cell{text: fmt.Sprint(r.Attempt)},
-			cell{text: relative(r.UpdatedAt, now)}, cell{text: ledger.Clip(oneLine(outcome), 80)})
+			cell{text: relative(r.UpdatedAt, now)}, cell{text: clip.String(oneLine(outcome), 80)})
 	}
 	t.write(cmd.OutOrStdout(), c)
 }

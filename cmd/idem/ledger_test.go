@@ -11,18 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // seed writes one record in each situation an operator meets, through
 // the Store API on clock, which starts at the wall clock.
-func seed(t *testing.T, s ledger.Store, clock *ledgertest.Clock) {
+func seed(t *testing.T, s ledger.Store, clock *clock.Fake) {
 	t.Helper()
 	ctx := context.Background()
 	now := clock.Now()
@@ -65,7 +65,7 @@ func newSQLiteLedger(t *testing.T) string {
 	if r := idem(t, nil, "ledger", "init", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "ready") {
 		t.Errorf("init: %q", r.stdout)
 	}
-	clock := ledgertest.NewClock(time.Now())
+	clock := clock.NewFake(time.Now())
 	s, err := ledgersqlite.Open(context.Background(), path, &ledgersqlite.Config{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestLedgerKeyPrefix(t *testing.T) {
 func TestLedgerPurgeSQLite(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	clock := ledgertest.NewClock(time.Now().Add(-72 * time.Hour))
+	clock := clock.NewFake(time.Now().Add(-72 * time.Hour))
 	s, err := ledgersqlite.Open(context.Background(), path, &ledgersqlite.Config{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func TestLedgerPostgres(t *testing.T) {
 		t.Errorf("init: %q", r.stdout)
 	}
 	idem(t, nil, "ledger", "init", "--ledger", url).wantOK(t) // idempotent
-	clock := ledgertest.NewClock(time.Now())
+	clock := clock.NewFake(time.Now())
 	s, err := ledgerpg.New(pool, &ledgerpg.Config{Schema: schema, Table: "ledger", Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -348,7 +348,7 @@ func TestLedgerDynamoDB(t *testing.T) {
 		t.Errorf("init: %q", r.stdout)
 	}
 	idem(t, awsEnv, "ledger", "init", "--ledger", url).wantOK(t) // idempotent
-	clock := ledgertest.NewClock(time.Now())
+	clock := clock.NewFake(time.Now())
 	seed(t, ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock}), clock)
 	testLedgerOps(t, url, awsEnv)
 	if r := idem(t, awsEnv, "ledger", "purge", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "TTL") {
@@ -370,7 +370,7 @@ func TestLedgerDynamoDBShards(t *testing.T) {
 	if r := idem(t, awsEnv, "ledger", "init", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "index state-lease_until (unsharded") {
 		t.Errorf("init: %q", r.stdout)
 	}
-	clock := ledgertest.NewClock(time.Now())
+	clock := clock.NewFake(time.Now())
 	seed(t, ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock}), clock)
 	sharded := url + "&shards=4"
 	r := idem(t, awsEnv, "ledger", "init", "--ledger", sharded).wantOK(t)
@@ -411,7 +411,7 @@ func TestLedgerDynamoDBUnreachable(t *testing.T) {
 func TestLedgerListingsBeyondTheLimit(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "idem.db")
-	clock := ledgertest.NewClock(time.Now().Add(-time.Hour))
+	clock := clock.NewFake(time.Now().Add(-time.Hour))
 	s, err := ledgersqlite.Open(context.Background(), path, &ledgersqlite.Config{Clock: clock, Synchronous: ledgersqlite.SyncNormal})
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -71,7 +72,7 @@ func (p *providerFlags) adapter(name string) (providers.Adapter, error) {
 		if err := need("idem-url", p.idemURL); err != nil {
 			return nil, err
 		}
-		return idemhttp.New(p.idemURL, nil), nil
+		return keyheader.New(p.idemURL, nil), nil
 	}
 	return nil, usageErr("adapters: "+strings.Join(adapterNames, ", "), "unknown adapter %q", name)
 }
@@ -237,7 +238,7 @@ func printResolution(w io.Writer, r resolution, asJSON bool) {
 		return
 	}
 	c := coloursFor(w)
-	detail := ledger.Clip(oneLine(r.Detail), 120)
+	detail := clip.String(oneLine(r.Detail), 120)
 	if r.Ref != "" {
 		detail = r.Ref + ": " + detail
 	}

@@ -17,11 +17,12 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 )
@@ -246,20 +247,23 @@ type kit struct {
 	stripe *stripe.Client
 	mail   *mail.Client
 	crm    *crm.Client
-	idem   *idemhttp.Client
+	idem   *keyheader.Client
 }
 
 // newKit builds the adapters on the fakes; timeout bounds one request.
-func newKit(set *fakeSet, conns *connTracker, now func() time.Time, timeout time.Duration) *kit {
+func newKit(set *fakeSet, conns *connTracker, clk clock.Clock, timeout time.Duration) *kit {
 	hc := providers.Config{
 		HTTPClient: conns.client(), Timeout: timeout, MaxRetries: 2,
 		RetryWaitMin: 5 * time.Millisecond, RetryWaitMax: 20 * time.Millisecond, MaxRetryAfter: 50 * time.Millisecond,
 	}
+	// Stripe's lookups reckon the search lag from the workers' clock.
+	stripeHTTP := hc
+	stripeHTTP.Clock = clk
 	return &kit{
-		stripe: stripe.New(set.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey, HTTP: hc, Clock: now, SearchLag: indexLagBound}),
+		stripe: stripe.New(set.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey, HTTP: stripeHTTP, SearchLag: indexLagBound}),
 		mail:   mail.New(set.servers["mail"].url, &mail.Config{HTTP: hc, IndexLag: indexLagBound}),
 		crm:    crm.New(set.servers["crm"].url, &crm.Config{HTTP: hc}),
-		idem:   idemhttp.New(set.servers["idem"].url, &idemhttp.Config{HTTP: hc}),
+		idem:   keyheader.New(set.servers["idem"].url, &keyheader.Config{HTTP: hc}),
 	}
 }
 
@@ -355,7 +359,7 @@ func errorMessage(body []byte) string {
 		Error struct{ Message, Param string }
 	}
 	if json.Unmarshal(body, &e) != nil || e.Error.Message == "" {
-		return ledger.Clip(oneLine(string(body)), 300)
+		return clip.String(oneLine(string(body)), 300)
 	}
 	if e.Error.Param != "" {
 		return fmt.Sprintf("%s (param %s)", e.Error.Message, e.Error.Param)

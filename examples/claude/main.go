@@ -36,7 +36,7 @@ import (
 	"github.com/idemkit/idemkit/agent/claude"
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
@@ -92,7 +92,7 @@ type World struct {
 	// Mail, Stripe and Posts are the fake providers.
 	Mail   *mailfake.Server
 	Stripe *stripefake.Server
-	Posts  *idemfake.Server
+	Posts  *keyheaderfake.Server
 	// Exec executes the tool calls.
 	Exec *client.Executor
 	// Tools are the tools' declarations for the model.
@@ -103,7 +103,7 @@ type World struct {
 // NewWorld starts the fakes, creates the shop's paid order and opens the
 // ledger at ledgerPath. Close it.
 func NewWorld(ctx context.Context, ledgerPath string) (*World, error) {
-	w := &World{Mail: mailfake.NewServer(nil), Stripe: stripefake.NewServer(nil), Posts: idemfake.NewServer(nil)}
+	w := &World{Mail: mailfake.NewServer(nil), Stripe: stripefake.NewServer(nil), Posts: keyheaderfake.NewServer(nil)}
 	shop, err := NewShop(ctx, w.Mail.URL, w.Stripe.URL, w.Posts.URL)
 	if err == nil {
 		w.store, err = ledgersqlite.Open(ctx, ledgerPath, nil)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/idemkit/idemkit/agent/claude"
 	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/stripe"
 	"github.com/idemkit/idemkit/reconcile"
@@ -21,7 +21,7 @@ type Shop struct {
 	Stripe *stripe.Client
 	// Posts publishes posts; a post is created as an order whose sku is
 	// "post/<slug>" (the IETF-key API's only resource).
-	Posts *idemhttp.Client
+	Posts *keyheader.Client
 	// Orders maps the shop's order ids to their Stripe PaymentIntents.
 	Orders map[string]string
 	// From is the sender of replies.
@@ -34,7 +34,7 @@ func NewShop(ctx context.Context, mailURL, stripeURL, postsURL string) (*Shop, e
 	s := &Shop{
 		Mail:   mail.New(mailURL, nil),
 		Stripe: stripe.New(stripeURL, &stripe.Config{APIKey: "sk_test_example"}),
-		Posts:  idemhttp.New(postsURL, nil),
+		Posts:  keyheader.New(postsURL, nil),
 		From:   "support@shop.example",
 	}
 	pi, err := s.Stripe.PaymentIntents.Create(ctx, "ord_1001-payment", stripe.PaymentIntentParams{

@@ -35,7 +35,7 @@ func upsert(t *testing.T, s *crmfake.Server, ext string, body any) testutil.Repl
 func TestPlainCreateIsNotIdempotent(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &crmfake.Config{Clock: clock.Now})
+	s := start(t, &crmfake.Config{Clock: clock})
 	body := contact("ada@example.test", "Ada", map[string]string{"plan": "pro"})
 	a := testutil.MustDo(t, s.Client(), http.MethodPost, s.URL+"/v1/contacts", body)
 	b := testutil.MustDo(t, s.Client(), http.MethodPost, s.URL+"/v1/contacts", body)
@@ -60,7 +60,7 @@ func TestPlainCreateIsNotIdempotent(t *testing.T) {
 func TestUpsertByExternalID(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &crmfake.Config{Clock: clock.Now})
+	s := start(t, &crmfake.Config{Clock: clock})
 	const ext = "act/42 é" // escaped in the path
 	created := upsert(t, s, ext, contact("ada@example.test", "Ada", nil))
 	if created.Status != http.StatusCreated || created.Str("external_id") != ext || created.Get("version") != 1.0 {

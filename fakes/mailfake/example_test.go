@@ -4,18 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 )
 
 // The email API sends again on every POST; searching by reference finds the
 // earlier message, but only once the index has caught up.
 func Example() {
-	var elapsed atomic.Int64 // the test's clock, read by the server
-	clock := func() time.Time { return time.Unix(1_700_000_000, 0).Add(time.Duration(elapsed.Load())) }
-	s := mailfake.NewServer(&mailfake.Config{Clock: clock, IndexLag: 5 * time.Second})
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0)) // the test's clock, read by the server
+	s := mailfake.NewServer(&mailfake.Config{Clock: clk, IndexLag: 5 * time.Second})
 	defer s.Close()
 
 	body := `{"from":"desk@shop.test","to":"ada@example.test","subject":"Refund","reference":"act-7"}`
@@ -37,7 +36,7 @@ func Example() {
 	resp.Body.Close()
 	fmt.Println("sent:", resp.StatusCode)
 	fmt.Println("found at once:", search())
-	elapsed.Add(int64(5 * time.Second))
+	clk.Advance(5 * time.Second)
 	fmt.Println("found 5 s later:", search())
 	fmt.Println("effects:", len(s.Journal()))
 	// Output:

@@ -23,10 +23,10 @@ package mailfake
 import (
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
@@ -36,9 +36,9 @@ import (
 type Config struct {
 	// Seed seeds message ids and random faults, so a run can be replayed.
 	Seed int64
-	// Clock is the fake's time (default time.Now); message times and the
-	// index lag use it.
-	Clock func() time.Time
+	// Clock is the fake's time (default: the system clock); message times
+	// and the index lag use it.
+	Clock clock.Clock
 	// IndexLag is how long after it was sent a message becomes visible to
 	// GET /v1/messages (default 0: at once).
 	IndexLag time.Duration
@@ -217,25 +217,16 @@ func (h *Handler) get(_ http.ResponseWriter, r *http.Request) fault.Response {
 }
 
 // Server is a Handler listening on a loopback address, like
-// httptest.Server.
+// httptest.Server: URL is its base URL, Close shuts it down and Client
+// returns an HTTP client for it (fakes.Listener).
 type Server struct {
 	*Handler
-	// URL is the base URL of the server ("http://127.0.0.1:port").
-	URL string
-
-	srv *httptest.Server
+	fakes.Listener
 }
 
 // NewServer starts a fake on 127.0.0.1, configured by cfg (nil for the
 // defaults). Close it when done.
 func NewServer(cfg *Config) *Server {
 	h := NewHandler(cfg)
-	srv := fakehttp.Start(h)
-	return &Server{Handler: h, URL: srv.URL, srv: srv}
+	return &Server{Handler: h, Listener: fakes.Listen(h)}
 }
-
-// Close shuts the server down, closing client connections.
-func (s *Server) Close() { s.srv.Close() }
-
-// Client returns an HTTP client for the server.
-func (s *Server) Client() *http.Client { return s.srv.Client() }

@@ -47,7 +47,7 @@ func search(t *testing.T, s *mailfake.Server, ref string) []string {
 func TestSendAndGet(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &mailfake.Config{Clock: clock.Now})
+	s := start(t, &mailfake.Config{Clock: clock})
 	r := send(t, s, message("act-1"))
 	if r.Status != http.StatusAccepted || !strings.HasPrefix(r.Str("id"), "msg_") || r.Str("status") != "queued" ||
 		r.Str("reference") != "act-1" || r.Str("metadata", "ticket") != "T-1" || r.Str("created_at") != "2025-03-01T12:00:00Z" {
@@ -91,7 +91,7 @@ func TestNoIdempotency(t *testing.T) {
 func TestSearchLagsBehind(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &mailfake.Config{Clock: clock.Now, IndexLag: 30 * time.Second})
+	s := start(t, &mailfake.Config{Clock: clock, IndexLag: 30 * time.Second})
 	a := send(t, s, message("act-1"))
 	clock.Advance(10 * time.Second)
 	b := send(t, s, message("act-2"))

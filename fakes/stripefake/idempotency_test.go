@@ -79,7 +79,7 @@ func TestValidationErrorsAreNotSaved(t *testing.T) {
 func TestKeysExpireAfterTheWindow(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &stripefake.Config{Clock: clock.Now, KeyWindow: time.Hour})
+	s := start(t, &stripefake.Config{Clock: clock, KeyWindow: time.Hour})
 	first := post(t, s, "/v1/payment_intents", "k", piForm("1000"))
 	clock.Advance(time.Hour - time.Second)
 	if r := post(t, s, "/v1/payment_intents", "k", piForm("1000")); r.Str("id") != first.Str("id") {
@@ -99,7 +99,7 @@ func TestKeysExpireAfterTheWindow(t *testing.T) {
 func TestInFlightKeyConflicts(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewSignalClock()
-	s := start(t, &stripefake.Config{Clock: clock.Now})
+	s := start(t, &stripefake.Config{Clock: clock})
 	// The first request holds its key until its client gives up.
 	s.Faults.Add(fault.Rule{Route: "POST /v1/payment_intents", Attempt: 1, Action: fault.Delay})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,7 +20,7 @@ import (
 func TestCreateAndRetrievePaymentIntent(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &stripefake.Config{Clock: clock.Now})
+	s := start(t, &stripefake.Config{Clock: clock})
 	r := post(t, s, "/v1/payment_intents", "k1", piForm("2000",
 		"metadata[idem_key]", "act_1", "payment_method_types[]", "card", "description", "Order 42"))
 	wantStatus(t, r, http.StatusOK)
@@ -214,7 +214,7 @@ func TestChunkedBody(t *testing.T) {
 func TestListPagination(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &stripefake.Config{Clock: clock.Now})
+	s := start(t, &stripefake.Config{Clock: clock})
 	var created []string // oldest first
 	for i := range 5 {
 		r := post(t, s, "/v1/payment_intents", "", piForm("100"))
@@ -264,7 +264,7 @@ func TestListPagination(t *testing.T) {
 func TestSearchLagsAndMatches(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &stripefake.Config{Clock: clock.Now, SearchLag: time.Minute})
+	s := start(t, &stripefake.Config{Clock: clock, SearchLag: time.Minute})
 	a := post(t, s, "/v1/payment_intents", "", piForm("500", "metadata[idem_key]", "key-a", "metadata[tenant]", "acme"))
 	clock.Advance(time.Second)
 	b := post(t, s, "/v1/payment_intents", "", piForm("900", "metadata[idem_key]", "key-b", "confirm", "true", "payment_method", "pm_card_visa", "payment_method_types[]", "card"))

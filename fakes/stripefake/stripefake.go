@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
@@ -21,9 +21,9 @@ const DefaultKeyWindow = 24 * time.Hour
 type Config struct {
 	// Seed seeds object ids and random faults, so a run can be replayed.
 	Seed int64
-	// Clock is the fake's time (default time.Now): object creation times,
-	// key expiry and search lag use it.
-	Clock func() time.Time
+	// Clock is the fake's time (default: the system clock): object
+	// creation times, key expiry and search lag use it.
+	Clock clock.Clock
 	// KeyWindow is how long idempotency keys are kept (default 24 h).
 	KeyWindow time.Duration
 	// SearchLag is how long after its creation an object becomes visible
@@ -152,29 +152,19 @@ func (h *Handler) resetState() {
 }
 
 // Server is a Handler listening on a loopback address, like
-// httptest.Server.
+// httptest.Server: URL is its base URL, Close shuts it down and Client
+// returns an HTTP client for it (fakes.Listener).
 type Server struct {
 	*Handler
-	// URL is the base URL of the server ("http://127.0.0.1:port"), the
-	// API base to give a client.
-	URL string
-
-	srv *httptest.Server
+	fakes.Listener
 }
 
 // NewServer starts a fake on 127.0.0.1, configured by cfg (nil for the
 // defaults). Close it when done.
 func NewServer(cfg *Config) *Server {
 	h := NewHandler(cfg)
-	srv := fakehttp.Start(h)
-	return &Server{Handler: h, URL: srv.URL, srv: srv}
+	return &Server{Handler: h, Listener: fakes.Listen(h)}
 }
-
-// Close shuts the server down, closing client connections.
-func (s *Server) Close() { s.srv.Close() }
-
-// Client returns an HTTP client for the server.
-func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // serve runs one request through faults, authentication, parameter parsing
 // and, for keyed POSTs, the idempotency layer.

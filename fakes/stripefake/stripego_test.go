@@ -104,7 +104,7 @@ func TestStripeGoIdempotency(t *testing.T) {
 func TestStripeGoObjectsAndErrors(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &stripefake.Config{Clock: clock.Now, SearchLag: time.Minute})
+	s := start(t, &stripefake.Config{Clock: clock, SearchLag: time.Minute})
 	sc := stripeClient(s, 0, nil)
 	ctx := context.Background()
 

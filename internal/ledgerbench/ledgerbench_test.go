@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/internal/ledgerbench"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // The bodies run on the memory ledger, do not fail (a tool run twice, a
@@ -36,7 +36,7 @@ func TestBodies(t *testing.T) {
 		},
 			[]string{"p50-ns", "p99-ns", "p99/tool", "in-progress/op"}},
 		{"PurgeBlocking", func(b *testing.B) {
-			clock := ledgertest.NewClock(time.Now())
+			clock := clock.NewFake(time.Now())
 			s := ledgermem.New(&ledgermem.Config{Clock: clock})
 			ledgerbench.PurgeBlocking(b, s, func(round int) int {
 				// Records settled two days ago, kept for an hour.

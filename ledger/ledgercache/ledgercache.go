@@ -17,11 +17,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -40,7 +42,7 @@ type Config struct {
 	TTL time.Duration
 	// Clock tells the time (default: the system clock). Use the clock of
 	// the wrapped store.
-	Clock ledger.Clock
+	Clock clock.Clock
 }
 
 // Stats counts the cache's answers.
@@ -75,6 +77,7 @@ type entry struct {
 
 var (
 	_ ledger.Store  = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 	_ ledger.Purger = (*Store)(nil)
 )
 
@@ -91,11 +94,15 @@ func New(next ledger.Store, cfg *Config) *Store {
 		c.TTL = DefaultTTL
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	cache, _ := lru.New[string, entry](c.Size) // only a non-positive size fails
 	return &Store{next: next, cfg: c, cache: cache, claims: map[string]claim{}}
 }
+
+// Close releases nothing: next is the caller's to close. It is there so
+// that every backend's Store closes the same way.
+func (s *Store) Close() error { return nil }
 
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() ledger.Store { return s.next }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgercache"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
@@ -17,7 +18,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+	ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 		return ledgercache.New(ledgermem.New(&ledgermem.Config{Clock: clock}), &ledgercache.Config{Clock: clock})
 	})
 }
@@ -43,7 +44,7 @@ func (c *counting) Get(ctx context.Context, key string) (*ledger.Record, error) 
 	return c.Store.Get(ctx, key)
 }
 
-func newExec(t *testing.T, clock ledger.Clock, store ledger.Store) (*client.Executor, *atomic.Int64) {
+func newExec(t *testing.T, clock clock.Clock, store ledger.Store) (*client.Executor, *atomic.Int64) {
 	t.Helper()
 	var runs atomic.Int64
 	exec := client.New(store, &client.Config{Clock: clock, Retention: time.Hour})
@@ -70,7 +71,7 @@ func call(text string) client.Call {
 func TestRepeatCostsNoRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(time.Unix(1_800_000_000, 0))
+	clock := clock.NewFake(time.Unix(1_800_000_000, 0))
 	inner := &counting{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 	cached := ledgercache.New(inner, &ledgercache.Config{Clock: clock})
 	exec, runs := newExec(t, clock, cached)
@@ -112,7 +113,7 @@ func TestRepeatCostsNoRequest(t *testing.T) {
 func TestInvalidation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(time.Unix(1_800_000_000, 0))
+	clock := clock.NewFake(time.Unix(1_800_000_000, 0))
 	inner := &counting{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 	cached := ledgercache.New(inner, &ledgercache.Config{Clock: clock, TTL: time.Minute})
 	now := clock.Now()
@@ -156,7 +157,7 @@ func TestInvalidation(t *testing.T) {
 func TestSizeBound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := ledgertest.NewClock(time.Unix(1_800_000_000, 0))
+	clock := clock.NewFake(time.Unix(1_800_000_000, 0))
 	inner := &counting{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 	cached := ledgercache.New(inner, &ledgercache.Config{Clock: clock, Size: 2})
 	now := clock.Now()

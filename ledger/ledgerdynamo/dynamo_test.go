@@ -13,20 +13,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // newDynamo returns a Store on a fresh table of the test server whose
 // requests c counts, and the clock it reads.
-func newDynamo(t *testing.T) (*ledgerdynamo.Store, *counter, *ledgertest.Clock) {
+func newDynamo(t *testing.T) (*ledgerdynamo.Store, *counter, *clock.Fake) {
 	t.Helper()
 	c := newCounter(nil)
 	client := newClient(dynalitetest.Endpoint(t), c)
 	table := dynalitetest.NewTable(t, client)
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	c.take()
 	return ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock}), c, clock
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // indexWrite is one write DynamoDB makes to the index for a write of the
@@ -196,7 +196,7 @@ func TestIndexWritesPerAction(t *testing.T) {
 			api := dynalitetest.NewClient(endpoint)
 			table := dynalitetest.NewTableWith(t, api, &ledgerdynamo.TableOptions{Layout: tc.layout})
 			rec := &indexRecorder{API: api, table: table, part: tc.part, keysOnly: tc.keysOnly}
-			clock := ledgertest.NewClock(time.Now())
+			clock := clock.NewFake(time.Now())
 			s := ledgerdynamo.New(rec, table, &ledgerdynamo.Config{Clock: clock, Layout: tc.layout})
 			ctx := context.Background()
 			now := clock.Now()

@@ -10,10 +10,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // meddler is a client on which another process writes a record just
@@ -46,7 +46,7 @@ func TestInitTableShardsExistingTable(t *testing.T) {
 	api := newClient(dynalitetest.IndexProxy(t, dynalitetest.Endpoint(t)), c)
 	table := dynalitetest.NewTable(t, api) // the unsharded layout
 	ctx := context.Background()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	old := ledgerdynamo.New(api, table, &ledgerdynamo.Config{Clock: clock})
 	check := func(err error) {
 		t.Helper()

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
@@ -58,7 +59,7 @@ func TestConformanceLayouts(t *testing.T) {
 	for _, l := range layouts {
 		t.Run(l.name, func(t *testing.T) {
 			t.Parallel()
-			ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+			ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 				table := dynalitetest.NewTableWith(t, api, &ledgerdynamo.TableOptions{Layout: l.layout})
 				return ledgerdynamo.New(api, table, &ledgerdynamo.Config{Clock: clock, Layout: l.layout})
 			})

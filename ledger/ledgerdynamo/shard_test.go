@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // listed returns "key/state" for every record s lists with f, sorted.
@@ -75,7 +75,7 @@ func TestListUnprocessedKeys(t *testing.T) {
 	layout := ledgerdynamo.Layout{Shards: 1}
 	table := dynalitetest.NewTableWith(t, client, &ledgerdynamo.TableOptions{Layout: layout})
 	api := &stingy{Client: client}
-	cfg := &ledgerdynamo.Config{Clock: ledgertest.NewClock(t0), Layout: layout, MaxAttempts: 5, InitialBackoff: time.Millisecond}
+	cfg := &ledgerdynamo.Config{Clock: clock.NewFake(t0), Layout: layout, MaxAttempts: 5, InitialBackoff: time.Millisecond}
 	s := ledgerdynamo.New(api, table, cfg)
 	var want []string
 	for i := range 3 {
@@ -103,7 +103,7 @@ func TestListRequestsSharded(t *testing.T) {
 	client := newClient(dynalitetest.Endpoint(t), c)
 	layout := ledgerdynamo.Layout{Shards: 4}
 	table := dynalitetest.NewTableWith(t, client, &ledgerdynamo.TableOptions{Layout: layout})
-	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: ledgertest.NewClock(t0), Layout: layout})
+	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock.NewFake(t0), Layout: layout})
 	shards := map[string]bool{}
 	for i := range 10 {
 		k := fmt.Sprintf("k-%d", i)
@@ -139,7 +139,7 @@ func TestShardFollowsState(t *testing.T) {
 	client := newClient(dynalitetest.Endpoint(t), nil)
 	layout := ledgerdynamo.Layout{Shards: 8}
 	table := dynalitetest.NewTableWith(t, client, &ledgerdynamo.TableOptions{Layout: layout})
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock, Layout: layout})
 	ctx := context.Background()
 	claim := func(key, owner string) error {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // answer is one response of the stand-in server.
@@ -103,7 +103,7 @@ func newStandIn(t *testing.T, getItem map[string]any, updates ...answer) (*ledge
 	t.Cleanup(srv.Close)
 	c := newCounter(nil)
 	store := ledgerdynamo.New(newClient(srv.URL, c), "ledger", &ledgerdynamo.Config{
-		Clock:          ledgertest.NewClock(t0),
+		Clock:          clock.NewFake(t0),
 		MaxAttempts:    3,
 		InitialBackoff: time.Millisecond,
 		MaxBackoff:     2 * time.Millisecond,

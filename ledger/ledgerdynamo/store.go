@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -33,8 +35,8 @@ type API interface {
 // Config tunes a Store. The zero value (or nil) gives the defaults.
 type Config struct {
 	// Clock tells the time used in conditions and expiry checks
-	// (default ledger.SystemClock).
-	Clock ledger.Clock
+	// (default the system clock).
+	Clock clock.Clock
 	// MaxAttempts bounds the attempts of one request when the service
 	// throttles it or its outcome is unknown (5xx, broken connection);
 	// default 5. A failed condition is never retried.
@@ -45,7 +47,7 @@ type Config struct {
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
 	// ListLimit is the number of records List returns when its filter sets
-	// no Limit (default 1000).
+	// no Limit (default ledger.DefaultListLimit).
 	ListLimit int
 	// Layout is how records sit in the table: attribute names, a static
 	// partition key value with the action key as sort key, a key prefix.
@@ -60,7 +62,7 @@ func (c *Config) withDefaults() Config {
 		d = *c
 	}
 	if d.Clock == nil {
-		d.Clock = ledger.SystemClock{}
+		d.Clock = clock.System{}
 	}
 	if d.MaxAttempts <= 0 {
 		d.MaxAttempts = 5
@@ -73,7 +75,7 @@ func (c *Config) withDefaults() Config {
 	}
 	d.MaxBackoff = max(d.MaxBackoff, d.InitialBackoff)
 	if d.ListLimit <= 0 {
-		d.ListLimit = 1000
+		d.ListLimit = ledger.DefaultListLimit
 	}
 	return d
 }
@@ -88,7 +90,10 @@ type Store struct {
 	err   error // the layout is invalid: every method returns it
 }
 
-var _ ledger.Store = (*Store)(nil)
+var (
+	_ ledger.Store = (*Store)(nil)
+	_ io.Closer    = (*Store)(nil)
+)
 
 // New returns a Store on the table, which must exist (see CreateTable).
 // When cfg.Layout is not valid, every method of the Store returns the
@@ -98,6 +103,10 @@ func New(api API, table string, cfg *Config) *Store {
 	s.lay, s.err = s.cfg.Layout.resolve()
 	return s
 }
+
+// Close releases nothing: the API client is the caller's. It is there so
+// that every backend's Store closes the same way.
+func (s *Store) Close() error { return nil }
 
 // claimRounds bounds how often Claim re-evaluates a key whose record
 // changed between its write and its read (a race with other claimers).

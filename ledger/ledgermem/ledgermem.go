@@ -12,26 +12,24 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
-// DefaultListLimit is the number of records List returns when the filter
-// sets no Limit.
-const DefaultListLimit = 1000
-
 // Config tunes a Store. The zero value selects the defaults.
 type Config struct {
-	// Clock tells the time (default: ledger.SystemClock).
-	Clock ledger.Clock
+	// Clock tells the time (default: the system clock).
+	Clock clock.Clock
 }
 
 // Store is an in-memory ledger.Store. The zero value is not usable; call New.
 type Store struct {
-	clock ledger.Clock
+	clock clock.Clock
 
 	mu      sync.Mutex
 	records map[string]*ledger.Record
@@ -39,17 +37,22 @@ type Store struct {
 
 var (
 	_ ledger.Store  = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 	_ ledger.Purger = (*Store)(nil)
 )
 
 // New returns an empty Store.
 func New(cfg *Config) *Store {
-	s := &Store{clock: ledger.SystemClock{}, records: map[string]*ledger.Record{}}
+	s := &Store{clock: clock.System{}, records: map[string]*ledger.Record{}}
 	if cfg != nil && cfg.Clock != nil {
 		s.clock = cfg.Clock
 	}
 	return s
 }
+
+// Close releases nothing; the records stay readable. It is there so that
+// every backend's Store closes the same way.
+func (s *Store) Close() error { return nil }
 
 // ms reduces t to the millisecond precision the durable stores keep.
 func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
@@ -216,7 +219,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	s.mu.Lock()
 	now := s.now()

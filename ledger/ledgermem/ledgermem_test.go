@@ -3,6 +3,7 @@ package ledgermem_test
 import (
 	"testing"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -10,7 +11,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+	ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 		return ledgermem.New(&ledgermem.Config{Clock: clock})
 	})
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
@@ -20,7 +21,7 @@ func TestConformance(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+			ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 				return newStore(t, pool, &ledgerpg.Config{Clock: clock, ExecMode: mode})
 			})
 		})
@@ -32,7 +33,7 @@ func TestConformance(t *testing.T) {
 func TestConformanceInTx(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
-	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+	ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 		s := newStore(t, pool, &ledgerpg.Config{Clock: clock})
 		tx, err := pool.Begin(context.Background())
 		if err != nil {

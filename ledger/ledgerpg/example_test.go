@@ -65,11 +65,11 @@ func ExampleOpenURL() {
 	q.Set("schema", schema)
 	q.Set("pool_max_conns", "4")
 	u.RawQuery = q.Encode()
-	store, closeStore, err := ledgerpg.OpenURL(ctx, u.String(), nil)
+	store, err := ledgerpg.OpenURL(ctx, u.String(), nil)
 	if err != nil {
 		panic(err)
 	}
-	defer closeStore()
+	defer store.Close()
 	_, err = store.Get(ctx, "no-such-key")
 	fmt.Println(err)
 	// Output: ledger: not found

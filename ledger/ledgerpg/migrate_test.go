@@ -108,11 +108,11 @@ func TestOpenURL(t *testing.T) {
 	if strings.Contains(u, "?") {
 		sep = "&"
 	}
-	s, closeStore, err := ledgerpg.OpenURL(ctx, u+sep+"schema="+schema+"&table=ledger&pool_max_conns=2", nil)
+	s, err := ledgerpg.OpenURL(ctx, u+sep+"schema="+schema+"&table=ledger&pool_max_conns=2", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer s.Close()
 	if _, err := s.Claim(ctx, params("k-url", "owner-a", time.Now())); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestOpenURL(t *testing.T) {
 		t.Errorf("rows in %s.ledger: %d, %v; want 1", schema, n, err)
 	}
 	for _, bad := range []string{"mysql://localhost/x", "postgres://localhost/x?table=a-b", "::"} {
-		if _, _, err := ledgerpg.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrConfig) {
+		if _, err := ledgerpg.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrConfig) {
 			t.Errorf("OpenURL(%q): %v, want ledger.ErrConfig", bad, err)
 		}
 	}

@@ -160,11 +160,11 @@ func childProcess() int {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
-	s, closeStore, err := ledgerpg.OpenURL(ctx, os.Getenv(envURL), &ledgerpg.Config{Schema: os.Getenv(envSchema)})
+	s, err := ledgerpg.OpenURL(ctx, os.Getenv(envURL), &ledgerpg.Config{Schema: os.Getenv(envSchema)})
 	if err != nil {
 		return fail(err)
 	}
-	defer closeStore()
+	defer s.Close()
 	fmt.Println("READY")
 	owner := "child-" + os.Getenv(envChild)
 	in := bufio.NewScanner(os.Stdin)

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
@@ -28,7 +29,7 @@ func TestPgBouncer(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+			ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 				cfg := &ledgerpg.Config{Clock: clock, Schema: pgtest.Schema(t, direct), ExecMode: mode}
 				if err := ledgerpg.Migrate(ctx, bouncer, cfg); err != nil {
 					t.Fatal(err)

@@ -9,14 +9,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // storeAt returns a store on clock and the name of its table.
-func storeAt(t *testing.T, clock ledger.Clock) (*ledgerpg.Store, string) {
+func storeAt(t *testing.T, clock clock.Clock) (*ledgerpg.Store, string) {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
@@ -28,7 +28,7 @@ func storeAt(t *testing.T, clock ledger.Clock) (*ledgerpg.Store, string) {
 // Get and List return it, Purge keeps it, its owner may complete it.
 func TestLiveClaimNeverExpires(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	s, table := storeAt(t, clock)
 	ctx := context.Background()
 	p := params("k-live", "owner-a", t0)
@@ -64,7 +64,7 @@ func TestLiveClaimNeverExpires(t *testing.T) {
 // Extend keeps the record at least until the new lease ends.
 func TestExtendRaisesExpiry(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	s, _ := storeAt(t, clock)
 	ctx := context.Background()
 	p := params("k-extend", "owner-a", t0)
@@ -97,7 +97,7 @@ func TestExtendRaisesExpiry(t *testing.T) {
 // takes it over and reports it, so that the caller reconciles first.
 func TestAbandonedClaimNeverExpires(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	s, _ := storeAt(t, clock)
 	ctx := context.Background()
 	p := params("k-abandoned", "owner-a", t0)
@@ -137,7 +137,7 @@ func TestAbandonedClaimNeverExpires(t *testing.T) {
 // ledger.Resolve settles uncertain and abandoned records on this store.
 func TestResolve(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	s, _ := storeAt(t, clock)
 	ctx := context.Background()
 	for _, k := range []string{"k-uncertain", "k-pending"} {
@@ -166,7 +166,7 @@ func TestResolve(t *testing.T) {
 // holds instead of waiting for it.
 func TestPurgeBatches(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	s := newStore(t, pool, &ledgerpg.Config{Clock: clock, Schema: schema, PurgeBatch: 2})

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -19,9 +22,6 @@ const (
 	DefaultSchema     = "public"
 	DefaultTable      = "idemkit_records"
 	DefaultPurgeBatch = 1000
-	// DefaultListLimit is the number of records List returns when the
-	// filter sets no Limit.
-	DefaultListLimit = 1000
 )
 
 // Querier runs statements: *pgxpool.Pool, *pgx.Conn and pgx.Tx satisfy it.
@@ -34,10 +34,10 @@ type Querier interface {
 // Config tunes a Store and names its table. The zero value selects the
 // defaults.
 type Config struct {
-	// Clock tells the time (default: ledger.SystemClock). Lease and expiry
+	// Clock tells the time (default: the system clock). Lease and expiry
 	// are compared with this clock's time, sent with every statement, never
 	// with the server's.
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Schema and Table name the ledger table (default public and
 	// idemkit_records): letters, digits and underscores, the table at most
 	// 48 bytes, the schema at most 63.
@@ -70,7 +70,7 @@ func (cfg *Config) withDefaults() (Config, error) {
 		c = *cfg
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if c.Schema == "" {
 		c.Schema = DefaultSchema
@@ -97,15 +97,19 @@ func (cfg *Config) withDefaults() (Config, error) {
 // connection.
 type Store struct {
 	db    Querier
-	clock ledger.Clock
+	clock clock.Clock
 	mode  pgx.QueryExecMode
 	batch int
 	sql   *statements
 	tx    *sync.Mutex // InTx only: one statement at a time on the connection
+	// pool is the pool OpenURL opened, which Close closes; nil for a db of
+	// the caller's.
+	pool *pgxpool.Pool
 }
 
 var (
 	_ ledger.Store  = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 	_ ledger.Purger = (*Store)(nil)
 )
 
@@ -283,7 +287,7 @@ func (s *Store) listQuery(f ledger.Filter) (string, []any) {
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	args = append(args, limit)
 	return q + fmt.Sprintf(" ORDER BY lease_until, key LIMIT $%d", len(args)-1), args
@@ -377,8 +381,8 @@ func (x *prevRecord) record(key string) *ledger.Record {
 
 // InTx returns a Store that runs every call in tx, the caller's open
 // transaction, so that a claim, an effect written in the same database and
-// the record of its outcome commit together, or not at all. See the
-// package documentation for when that is right.
+// the record of its outcome commit together, or not at all. The package
+// documentation and README.md say when that is right.
 //
 // A claim it makes locks the record's row until tx ends: claims on that
 // key by other sessions wait for tx to end, then see the outcome. The
@@ -397,7 +401,17 @@ func (s *Store) InTx(tx pgx.Tx) *Store {
 	c := *s
 	c.db = tx
 	c.tx = new(sync.Mutex)
+	c.pool = nil // the pool is s's to close
 	return &c
+}
+
+// Close closes the pool OpenURL opened. A Store made by New, or by InTx,
+// leaves its db open: it is the caller's.
+func (s *Store) Close() error {
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	return nil
 }
 
 // lock takes the transaction's connection for one call and returns its

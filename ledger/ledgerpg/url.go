@@ -19,13 +19,13 @@ import (
 // is pgx's, pool_max_conns included (see pgxpool.ParseConfig), or a
 // run-time parameter sent to the server. It makes a pool, runs Migrate
 // (or, with cfg.NoCreate, checks that the table exists at the version
-// this package needs), and returns the Store and a function that closes
-// the pool. A parameter or database the server does not know is an error
+// this package needs), and returns the Store, whose Close closes the
+// pool. A parameter or database the server does not know is an error
 // matching ledger.ErrConfig, as is a malformed URL.
-func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), error) {
+func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 	u, err := url.Parse(rawurl)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return nil, nil, fmt.Errorf("ledgerpg: %w: want a postgres:// URL, got %q", ledger.ErrConfig, redact(u))
+		return nil, fmt.Errorf("ledgerpg: %w: want a postgres:// URL, got %q", ledger.ErrConfig, redact(u))
 	}
 	var c Config
 	if cfg != nil {
@@ -43,14 +43,14 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	u.RawQuery = q.Encode()
 	pc, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("ledgerpg: %w: %s: %v", ledger.ErrConfig, redact(u), err)
+		return nil, fmt.Errorf("ledgerpg: %w: %s: %v", ledger.ErrConfig, redact(u), err)
 	}
 	if c, err = c.withDefaults(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, nil, unavailable("open", err)
+		return nil, unavailable("open", err)
 	}
 	if c.NoCreate {
 		err = checkTable(ctx, pool, c)
@@ -59,14 +59,15 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	}
 	if err != nil {
 		pool.Close()
-		return nil, nil, refusedConnection(err)
+		return nil, refusedConnection(err)
 	}
 	s, err := New(pool, &c)
 	if err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return s, pool.Close, nil
+	s.pool = pool
+	return s, nil
 }
 
 // TableError is what OpenURL with Config.NoCreate returns when the ledger

@@ -28,7 +28,7 @@ func TestOpenURLNoCreate(t *testing.T) {
 	}
 	noCreate := &ledgerpg.Config{NoCreate: true}
 	missing := "idemkit_never_" + strings.ReplaceAll(t.Name(), "/", "_")
-	_, _, err := ledgerpg.OpenURL(ctx, u+sep+"schema="+missing, noCreate)
+	_, err := ledgerpg.OpenURL(ctx, u+sep+"schema="+missing, noCreate)
 	var te *ledgerpg.TableError
 	if !errors.As(err, &te) || !errors.Is(err, ledger.ErrConfig) || te.Version != 0 || te.Schema != missing ||
 		!strings.Contains(err.Error(), "does not exist") {
@@ -41,7 +41,7 @@ func TestOpenURLNoCreate(t *testing.T) {
 
 	schema := pgtest.Schema(t, pool)
 	withTable := u + sep + "schema=" + schema + "&table=ledger"
-	if _, _, err := ledgerpg.OpenURL(ctx, withTable, noCreate); !errors.As(err, &te) || te.Table != "ledger" {
+	if _, err := ledgerpg.OpenURL(ctx, withTable, noCreate); !errors.As(err, &te) || te.Table != "ledger" {
 		t.Errorf("OpenURL of a missing table with NoCreate: %v, want a *TableError", err)
 	}
 	var tables int
@@ -51,11 +51,11 @@ func TestOpenURLNoCreate(t *testing.T) {
 	if err := ledgerpg.Migrate(ctx, pool, &ledgerpg.Config{Schema: schema, Table: "ledger"}); err != nil {
 		t.Fatal(err)
 	}
-	s, closeStore, err := ledgerpg.OpenURL(ctx, withTable, noCreate)
+	s, err := ledgerpg.OpenURL(ctx, withTable, noCreate)
 	if err != nil {
 		t.Fatalf("OpenURL of a migrated table with NoCreate: %v", err)
 	}
-	defer closeStore()
+	defer s.Close()
 	if _, err := s.Get(ctx, "k"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("Get on the opened table: %v, want ErrNotFound", err)
 	}
@@ -63,7 +63,7 @@ func TestOpenURLNoCreate(t *testing.T) {
 	if _, err := pool.Exec(ctx, "INSERT INTO "+pgx.Identifier{schema, "ledger_migrations"}.Sanitize()+" (version) VALUES (999)"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ledgerpg.OpenURL(ctx, withTable, noCreate); !errors.Is(err, ledgerpg.ErrSchemaVersion) {
+	if _, err := ledgerpg.OpenURL(ctx, withTable, noCreate); !errors.Is(err, ledgerpg.ErrSchemaVersion) {
 		t.Errorf("OpenURL of a newer table with NoCreate: %v, want ErrSchemaVersion", err)
 	}
 }
@@ -80,7 +80,7 @@ func TestOpenURLRefusedParameter(t *testing.T) {
 		sep = "&"
 	}
 	for _, nc := range []bool{false, true} {
-		_, _, err := ledgerpg.OpenURL(ctx, u+sep+"tabel=x", &ledgerpg.Config{NoCreate: nc})
+		_, err := ledgerpg.OpenURL(ctx, u+sep+"tabel=x", &ledgerpg.Config{NoCreate: nc})
 		if !errors.Is(err, ledger.ErrConfig) || errors.Is(err, ledger.ErrUnavailable) || strings.Count(err.Error(), `"tabel"`) != 1 {
 			t.Errorf("OpenURL with ?tabel= (NoCreate %v): %v, want ErrConfig naming the parameter once", nc, err)
 		}
@@ -90,7 +90,7 @@ func TestOpenURLRefusedParameter(t *testing.T) {
 		t.Fatal(err)
 	}
 	pu.Path = "/idemkit_no_such_database"
-	if _, _, err := ledgerpg.OpenURL(ctx, pu.String(), nil); !errors.Is(err, ledger.ErrConfig) || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := ledgerpg.OpenURL(ctx, pu.String(), nil); !errors.Is(err, ledger.ErrConfig) || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("OpenURL of a missing database: %v, want ErrConfig", err)
 	}
 }

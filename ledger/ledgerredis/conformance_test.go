@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
@@ -19,7 +20,7 @@ import (
 // its own key prefix.
 func conformance(t *testing.T, url string) {
 	client := redistest.NewClient(t, url)
-	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+	ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 		return ledgerredis.New(client, &ledgerredis.Config{Clock: clock, Prefix: redistest.Prefix(t, url)})
 	})
 }
@@ -86,7 +87,7 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Options().Addr}})
 	t.Cleanup(func() { cluster.Close() })
-	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+	ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 		return ledgerredis.New(cluster, &ledgerredis.Config{Clock: clock, Prefix: redistest.Prefix(t, srv.URL)})
 	})
 	t.Run("WaitReplicas", func(t *testing.T) {

@@ -64,11 +64,11 @@ func ExampleOpenURL() {
 	ctx := context.Background()
 	url := fmt.Sprintf("%s?prefix=example-%d&wait=0", os.Getenv("IDEMKIT_REDIS_URL"), time.Now().UnixNano())
 	// Abandoned claims are kept a minute past their retention (default: a week).
-	store, closeStore, err := ledgerredis.OpenURL(ctx, url, &ledgerredis.Config{PendingGrace: time.Minute})
+	store, err := ledgerredis.OpenURL(ctx, url, &ledgerredis.Config{PendingGrace: time.Minute})
 	if err != nil {
 		panic(err)
 	}
-	defer closeStore()
+	defer store.Close()
 
 	now := time.Now()
 	for _, key := range []string{"send_reply/ticket-1", "send_reply/ticket-2"} {

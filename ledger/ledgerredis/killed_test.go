@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // Environment of the child process of TestKilledWhileClaimed.
@@ -65,12 +65,12 @@ func TestKilledWhileClaimed(t *testing.T) {
 		t.Fatal("the child exited cleanly; want killed")
 	}
 
-	clock := ledgertest.NewClock(t0)
-	store, closeStore, err := ledgerredis.OpenURL(context.Background(), ledgerURL, &ledgerredis.Config{Clock: clock})
+	clock := clock.NewFake(t0)
+	store, err := ledgerredis.OpenURL(context.Background(), ledgerURL, &ledgerredis.Config{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer store.Close()
 	ctx := context.Background()
 	rec, err := store.Get(ctx, key)
 	if err != nil || rec.State != ledger.StatePending || rec.Owner != owner {
@@ -98,12 +98,12 @@ func killedChild() error {
 	if err != nil {
 		return err
 	}
-	clock := ledgertest.NewClock(time.UnixMilli(ms))
-	store, closeStore, err := ledgerredis.OpenURL(context.Background(), os.Getenv(envChild), &ledgerredis.Config{Clock: clock})
+	clock := clock.NewFake(time.UnixMilli(ms))
+	store, err := ledgerredis.OpenURL(context.Background(), os.Getenv(envChild), &ledgerredis.Config{Clock: clock})
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer store.Close()
 	owner := fmt.Sprintf("child-%d", os.Getpid())
 	res, err := store.Claim(context.Background(), params(os.Getenv(envKey), owner, clock.Now()))
 	if err != nil || !res.Claimed {

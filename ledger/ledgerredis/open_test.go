@@ -18,11 +18,11 @@ func TestOpenURL(t *testing.T) {
 	url := redistest.URL(t)
 	prefix := redistest.Prefix(t, url)
 
-	store, closeStore, err := ledgerredis.OpenURL(ctx, url+"?prefix="+prefix+"&wait=0&wait_timeout=2s", nil)
+	store, err := ledgerredis.OpenURL(ctx, url+"?prefix="+prefix+"&wait=0&wait_timeout=2s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeStore()
+	defer store.Close()
 	p := params("k-url", "owner-a", time.Now())
 	if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
 		t.Fatalf("Claim = %+v, %v", res, err)
@@ -44,7 +44,7 @@ func TestOpenURL(t *testing.T) {
 		url + "?unknown_option=1",
 		"http://127.0.0.1:6379",
 	} {
-		if _, _, err := ledgerredis.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrConfig) {
+		if _, err := ledgerredis.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrConfig) {
 			t.Errorf("OpenURL(%s) = %v, want ErrConfig", bad, err)
 		}
 	}
@@ -56,7 +56,7 @@ func TestOpenURL(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	if _, _, err := ledgerredis.OpenURL(ctx, "redis://"+addr+"/0", nil); !errors.Is(err, ledger.ErrUnavailable) {
+	if _, err := ledgerredis.OpenURL(ctx, "redis://"+addr+"/0", nil); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Errorf("OpenURL of a closed port = %v, want ErrUnavailable", err)
 	}
 }

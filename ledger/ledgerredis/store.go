@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/url"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -21,10 +23,6 @@ import (
 // bucket has its own hash tag, so on Redis Cluster or Valkey Cluster the
 // ledger spans up to this many hash slots. It is part of the key layout.
 const Buckets = 16
-
-// DefaultListLimit is the number of records List returns when the filter
-// sets no Limit.
-const DefaultListLimit = 1000
 
 // Defaults of Config.
 const (
@@ -44,9 +42,9 @@ var ErrNotReplicated = errors.New("ledgerredis: write not acknowledged by enough
 
 // Config tunes a Store. The zero value selects the defaults.
 type Config struct {
-	// Clock tells the time (default: ledger.SystemClock). Leases and
+	// Clock tells the time (default: the system clock). Leases and
 	// retention are compared with it, not with the server's clock.
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Prefix starts every key of the ledger (default "idem"). Stores that
 	// share a ledger use the same prefix; different prefixes are separate
 	// ledgers on one server.
@@ -68,22 +66,29 @@ type Config struct {
 // safe for concurrent use, also by other processes sharing the server.
 type Store struct {
 	c            redis.UniversalClient
-	clock        ledger.Clock
+	clock        clock.Clock
 	prefix       string
 	wait         int
 	waitTimeout  time.Duration
 	pendingGrace int64 // ms
 
+	// owned is the client OpenURL made, which Close closes; nil for a
+	// client of the caller's.
+	owned *redis.Client
+
 	reindexMu sync.Mutex
 	reindexed bool // every bucket's state indexes are complete (indexed)
 }
 
-var _ ledger.Store = (*Store)(nil)
+var (
+	_ ledger.Store = (*Store)(nil)
+	_ io.Closer    = (*Store)(nil)
+)
 
 // New returns a Store on client. The client stays the caller's: closing it
 // is the caller's job.
 func New(client redis.UniversalClient, cfg *Config) *Store {
-	s := &Store{c: client, clock: ledger.SystemClock{}, prefix: DefaultPrefix,
+	s := &Store{c: client, clock: clock.System{}, prefix: DefaultPrefix,
 		waitTimeout: DefaultWaitTimeout, pendingGrace: DefaultPendingGrace.Milliseconds()}
 	if cfg == nil {
 		return s
@@ -105,7 +110,7 @@ func New(client redis.UniversalClient, cfg *Config) *Store {
 }
 
 // OpenURL connects to the server at rawurl, checks that it answers, and
-// returns a Store on it with the function that closes the connections.
+// returns a Store on it, whose Close closes the connections.
 //
 // The URL is what go-redis's ParseURL reads (redis://[user:password@]host:port/db,
 // rediss:// for TLS, unix://), plus three parameters of the store, which
@@ -119,14 +124,14 @@ func New(client redis.UniversalClient, cfg *Config) *Store {
 // leaves it as the program set it. A program that reports the errors
 // itself silences it with redis.SetLogger(&logging.VoidLogger{}), as the
 // idem command does.
-func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), error) {
+func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 	c := Config{}
 	if cfg != nil {
 		c = *cfg
 	}
 	u, err := url.Parse(rawurl)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: ledgerredis: %v", ledger.ErrConfig, err)
+		return nil, fmt.Errorf("%w: ledgerredis: %v", ledger.ErrConfig, err)
 	}
 	q := u.Query()
 	if v := q.Get("prefix"); v != "" {
@@ -135,14 +140,14 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	if v := q.Get("wait"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return nil, nil, fmt.Errorf("%w: ledgerredis: wait=%q is not a number of replicas", ledger.ErrConfig, v)
+			return nil, fmt.Errorf("%w: ledgerredis: wait=%q is not a number of replicas", ledger.ErrConfig, v)
 		}
 		c.WaitReplicas = n
 	}
 	if v := q.Get("wait_timeout"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return nil, nil, fmt.Errorf("%w: ledgerredis: wait_timeout=%q is not a positive duration", ledger.ErrConfig, v)
+			return nil, fmt.Errorf("%w: ledgerredis: wait_timeout=%q is not a positive duration", ledger.ErrConfig, v)
 		}
 		c.WaitTimeout = d
 	}
@@ -152,14 +157,25 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, func(), e
 	u.RawQuery = q.Encode()
 	opts, err := redis.ParseURL(u.String())
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ledger.ErrConfig, err)
+		return nil, fmt.Errorf("%w: %v", ledger.ErrConfig, err)
 	}
 	client := redis.NewClient(opts)
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
-		return nil, nil, unavailable(err)
+		return nil, unavailable(err)
 	}
-	return New(client, &c), func() { _ = client.Close() }, nil
+	s := New(client, &c)
+	s.owned = client
+	return s, nil
+}
+
+// Close closes the client OpenURL made. A Store made by New leaves its
+// client open: it is the caller's.
+func (s *Store) Close() error {
+	if s.owned == nil {
+		return nil
+	}
+	return s.owned.Close()
 }
 
 // unavailable wraps an error of the server or the connection.
@@ -361,7 +377,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = ledger.DefaultListLimit
 	}
 	states := []ledger.State{ledger.StatePending, ledger.StateUncertain, ledger.StateDone, ledger.StateFailed}
 	if f.State != "" {

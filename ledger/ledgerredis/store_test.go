@@ -15,10 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerredis"
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
@@ -36,7 +36,7 @@ func TestConcurrentClients(t *testing.T) {
 	const clients, perClient = 8, 8
 	url := redistest.URL(t)
 	prefix := redistest.Prefix(t, url)
-	clock := ledgertest.NewClock(time.Now())
+	clock := clock.NewFake(time.Now())
 	stores := make([]*ledgerredis.Store, clients)
 	c := &counter{}
 	for i := range stores {
@@ -241,7 +241,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 func TestTTL(t *testing.T) {
 	t.Parallel()
 	const grace = time.Hour
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock, PendingGrace: grace})
 	ctx := context.Background()
 	ttl := func(key string) time.Duration {
@@ -320,7 +320,7 @@ func TestTTL(t *testing.T) {
 // reconciles, one with another fingerprint is refused.
 func TestTakeoverAfterRetention(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	store, _, _ := newStore(t, &ledgerredis.Config{Clock: clock})
 	ctx := context.Background()
 	p := params("k-old", "owner-a", t0)
@@ -344,7 +344,7 @@ func TestTakeoverAfterRetention(t *testing.T) {
 // write), and the indexes carry a TTL so that an unused ledger goes away.
 func TestListDropsDeletedRecords(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
 	ctx := context.Background()
 	for i := range 3 {
@@ -384,7 +384,7 @@ func TestListDropsDeletedRecords(t *testing.T) {
 // ledger.Resolve settles an uncertain record on this store.
 func TestResolve(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	store, _, _ := newStore(t, &ledgerredis.Config{Clock: clock})
 	ctx := context.Background()
 	p := params("k-resolve", "owner-a", t0)
@@ -511,7 +511,7 @@ func mustParse(t *testing.T, url string) *redis.Options {
 // Store: its uncertain, done and failed records are listed.
 func TestListIndexesOlderLedger(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
 	ctx := context.Background()
 	want := map[ledger.State]int{}
@@ -558,7 +558,7 @@ func TestListIndexesOlderLedger(t *testing.T) {
 // of its bucket, whether or not anything lists that state.
 func TestGoneRecordsLeaveStateIndexes(t *testing.T) {
 	t.Parallel()
-	clock := ledgertest.NewClock(t0)
+	clock := clock.NewFake(t0)
 	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
 	ctx := context.Background()
 	bucketOf := func(key string) string {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -21,7 +22,7 @@ func open(t testing.TB, path string, cfg *ledgersqlite.Config) *ledgersqlite.Sto
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	ledgertest.Run(t, func(t *testing.T, clock ledger.Clock) ledger.Store {
+	ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 		return open(t, filepath.Join(t.TempDir(), "ledger.db"), &ledgersqlite.Config{Clock: clock})
 	})
 }

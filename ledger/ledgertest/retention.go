@@ -1,6 +1,8 @@
 package ledgertest
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
@@ -126,4 +128,170 @@ func testAbandonedPastRetention(h *h) {
 	h.same("Previous of the takeover", res.Previous, abandoned)
 	h.same("after the takeover", h.get(p.Key), pendingRecord(q, 1, t0, h.clock.Now()))
 	h.wantErr("Complete by the owner of the abandoned claim", h.s.Complete(h.ctx, p.Key, p.Owner, ledger.Completion{Summary: "late"}), ledger.ErrNotOwner)
+}
+
+func testExpiry(h *h) {
+	expires := t0.Add(time.Minute)
+	type rec struct {
+		key    string
+		settle func(key, owner string)
+	}
+	recs := []rec{
+		{"k-exp-done", func(k, o string) { h.complete(k, o, ledger.Completion{Summary: "ok"}) }},
+		{"k-exp-failed", func(k, o string) { h.fail(k, o, ledger.Failure{Definite: true, Reason: "no"}) }},
+	}
+	// An uncertain record never expires: its effect may exist.
+	uncertain := h.params("k-exp-uncertain", "owner-a")
+	uncertain.LeaseUntil, uncertain.ExpiresAt = expires.Add(-time.Second), expires
+	h.mustClaim(uncertain)
+	h.fail(uncertain.Key, uncertain.Owner, ledger.Failure{Reason: "maybe"})
+	for _, r := range recs {
+		p := h.params(r.key, "owner-a")
+		p.LeaseUntil, p.ExpiresAt = expires.Add(-time.Second), expires
+		h.mustClaim(p)
+		r.settle(p.Key, p.Owner)
+	}
+	h.clock.Set(expires.Add(-time.Millisecond))
+	for _, r := range recs {
+		h.get(r.key)
+	}
+	if got := h.list(ledger.Filter{}); len(got) != len(recs)+1 {
+		h.Fatalf("List just before expiry: %d records, want %d", len(got), len(recs)+1)
+	}
+
+	h.clock.Set(expires)
+	for _, r := range recs {
+		h.absent(r.key)
+	}
+	if got := h.list(ledger.Filter{}); len(got) != 1 || got[0].Key != uncertain.Key {
+		h.Errorf("List after expiry = %+v, want only the uncertain record", got)
+	}
+	h.clock.Set(expires.Add(30 * 24 * time.Hour))
+	if got := h.get(uncertain.Key); got.State != ledger.StateUncertain {
+		h.Errorf("uncertain record a month past its retention = %+v", got)
+	}
+	if got := h.list(ledger.Filter{State: ledger.StateUncertain}); len(got) != 1 {
+		h.Errorf("List of uncertain records a month past the retention = %+v, want the record", got)
+	}
+	other := h.params(uncertain.Key, "owner-c")
+	other.Fingerprint = "fp-other"
+	other.LeaseUntil, other.ExpiresAt = h.clock.Now().Add(lease), h.clock.Now().Add(retention)
+	if prev := h.mustNotClaim(other); prev.State != ledger.StateUncertain {
+		h.Errorf("claim of another action over an old uncertain record: blocked by %+v, want the uncertain record", prev)
+	}
+	other.Owner, other.Fingerprint = "owner-d", uncertain.Fingerprint
+	if res := h.mustClaim(other); !res.MustReconcile() || res.Previous.State != ledger.StateUncertain {
+		h.Errorf("claim over an old uncertain record = %+v, want a takeover that reconciles", res)
+	}
+	h.clock.Set(expires)
+	for _, r := range recs {
+		q := h.params(r.key, "owner-b")
+		q.Fingerprint = "fp-other"
+		res := h.mustClaim(q)
+		if res.Previous != nil || res.MustReconcile() || res.Attempt < 1 {
+			h.Errorf("claim over expired %s = %+v, want Previous nil and Attempt >= 1", r.key, res)
+		}
+		got := h.get(r.key)
+		if got.State != ledger.StatePending || got.Owner != q.Owner || got.Fingerprint != q.Fingerprint || got.Attempt != res.Attempt ||
+			!got.ExpiresAt.Truncate(time.Second).Equal(q.ExpiresAt) || !got.LeaseUntil.Equal(q.LeaseUntil) {
+			h.Errorf("record after a claim over expired %s = %+v", r.key, got)
+		}
+	}
+}
+
+func testPurge(h *h) {
+	pg, ok := h.s.(ledger.Purger)
+	if !ok {
+		// A store without Purge (DynamoDB deletes through its TTL) must
+		// still hide expired records from every read until they are gone.
+		p := h.params("k-purge-ttl", "owner-a")
+		p.LeaseUntil, p.ExpiresAt = t0.Add(time.Second), t0.Add(10*time.Second)
+		h.mustClaim(p)
+		h.complete(p.Key, p.Owner, ledger.Completion{Summary: "ok"})
+		h.clock.Set(t0.Add(11 * time.Second))
+		if _, err := h.s.Get(h.ctx, p.Key); !errors.Is(err, ledger.ErrNotFound) {
+			h.Errorf("Get of an expired record without purge: %v, want ErrNotFound", err)
+		}
+		if recs, err := h.s.List(h.ctx, ledger.Filter{}); err != nil || len(recs) != 0 {
+			h.Errorf("List with only an expired record = %v, %v; want none", recs, err)
+		}
+		return
+	}
+	for i := 1; i <= 4; i++ {
+		p := h.params(fmt.Sprintf("k-purge-%d", i), "owner-a")
+		p.LeaseUntil, p.ExpiresAt = t0.Add(time.Second), t0.Add(time.Duration(i)*10*time.Second)
+		h.mustClaim(p)
+		if i%2 == 0 {
+			h.complete(p.Key, p.Owner, ledger.Completion{Summary: "ok"})
+		} else {
+			h.fail(p.Key, p.Owner, ledger.Failure{Definite: true, Reason: "declined"})
+		}
+	}
+	// Nor is an uncertain record, whatever its retention.
+	uncertain := h.params("k-purge-uncertain", "owner-a")
+	uncertain.LeaseUntil, uncertain.ExpiresAt = t0.Add(time.Second), t0.Add(5*time.Second)
+	h.mustClaim(uncertain)
+	h.fail(uncertain.Key, uncertain.Owner, ledger.Failure{Reason: "maybe"})
+	// An abandoned claim whose retention has run out is not purged: its
+	// effect may exist, and only a takeover that reconciles may drop it.
+	abandoned := h.params("k-purge-pending", "owner-a")
+	abandoned.LeaseUntil, abandoned.ExpiresAt = t0.Add(time.Second), t0.Add(5*time.Second)
+	h.mustClaim(abandoned)
+	h.clock.Set(t0.Add(25 * time.Second))
+	n, err := pg.Purge(h.ctx, t0.Add(20*time.Second))
+	if err != nil || n != 2 {
+		h.Fatalf("Purge(t0+20s) = %d, %v; want 2 records (expired at t0+10s and t0+20s; not the pending or uncertain one)", n, err)
+	}
+	if n, err := pg.Purge(h.ctx, t0.Add(20*time.Second)); err != nil || n != 0 {
+		h.Errorf("second Purge(t0+20s) = %d, %v; want 0", n, err)
+	}
+	// Back before any expiry: purged records are gone, the others are there.
+	h.clock.Set(t0)
+	h.absent("k-purge-1")
+	h.absent("k-purge-2")
+	h.get("k-purge-3")
+	h.get("k-purge-4")
+	h.same("abandoned claim after Purge", h.get(abandoned.Key), pendingRecord(abandoned, 1, t0, t0))
+	if got := h.get(uncertain.Key); got.State != ledger.StateUncertain {
+		h.Errorf("uncertain record after Purge = %+v", got)
+	}
+	if got := h.list(ledger.Filter{}); len(got) != 4 {
+		h.Errorf("List after Purge: %d records, want 4", len(got))
+	}
+}
+
+// Complete and Fail (definite) with a Retention keep the settled record
+// for that long from the write, so that retention counts from the
+// settlement; without it the claim's expiry stays.
+func testSettledRetention(h *h) {
+	const long = 3 * retention
+	for _, c := range []struct {
+		key    string
+		settle func(key, owner string)
+		kept   bool
+	}{
+		{"k-ret-done", func(k, o string) { h.complete(k, o, ledger.Completion{Summary: "ok", Retention: long}) }, true},
+		{"k-ret-failed", func(k, o string) { h.fail(k, o, ledger.Failure{Definite: true, Reason: "no", Retention: long}) }, true},
+		{"k-ret-claimed", func(k, o string) { h.complete(k, o, ledger.Completion{Summary: "ok"}) }, false},
+	} {
+		h.clock.Set(t0)
+		p := h.params(c.key, "owner-a")
+		h.mustClaim(p)
+		h.clock.Advance(time.Hour) // settled an hour after the claim
+		settled := h.clock.Now()
+		c.settle(p.Key, p.Owner)
+		want := p.ExpiresAt
+		if c.kept {
+			want = settled.Add(long)
+		}
+		if got := h.get(p.Key); !got.ExpiresAt.Truncate(time.Second).Equal(want.Truncate(time.Second)) {
+			h.Errorf("%s: ExpiresAt = %v, want %v", c.key, got.ExpiresAt, want)
+		}
+		h.clock.Set(p.ExpiresAt.Add(time.Second))
+		if c.kept {
+			h.get(p.Key) // kept past the claim's expiry
+		} else {
+			h.absent(p.Key)
+		}
+	}
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
@@ -78,7 +79,7 @@ func (e *Error) Unwrap() error { return e.Err }
 // Config tunes Open. A nil *Config gives the defaults.
 type Config struct {
 	// Clock is the stores' clock (default: the system clock).
-	Clock ledger.Clock
+	Clock clock.Clock
 	// Create lets Open create what does not exist yet: a SQLite file (its
 	// directory must exist), a PostgreSQL schema and table, which it also
 	// migrates. Without it a missing file or table (or a table that needs
@@ -94,16 +95,15 @@ type Ledger struct {
 	// URL is the URL it was opened from, without credentials.
 	URL string
 
-	close func() error
-	init  func(ctx context.Context) (string, error)
+	init func(ctx context.Context) (string, error)
 }
 
-// Close releases the store's connections.
+// Close releases the store's connections (the Store's own Close).
 func (l *Ledger) Close() error {
-	if l.close == nil {
-		return nil
+	if c, ok := l.Store.(io.Closer); ok {
+		return c.Close()
 	}
-	return l.close()
+	return nil
 }
 
 // Init prepares the backend for use and says what it did, a line per
@@ -137,7 +137,7 @@ var openers = map[string]opener{
 // (ledgerpg.OpenURL, which migrates the table with cfg.Create, and
 // otherwise checks that it exists).
 func openPostgres(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
-	s, closePool, err := ledgerpg.OpenURL(ctx, u.String(), &ledgerpg.Config{Clock: cfg.Clock, NoCreate: !cfg.Create})
+	s, err := ledgerpg.OpenURL(ctx, u.String(), &ledgerpg.Config{Clock: cfg.Clock, NoCreate: !cfg.Create})
 	if te := (*ledgerpg.TableError)(nil); errors.As(err, &te) {
 		what := "creates"
 		if te.Version > 0 {
@@ -148,16 +148,16 @@ func openPostgres(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{Store: s, close: func() error { closePool(); return nil }}, nil
+	return &Ledger{Store: s}, nil
 }
 
 // openRedis opens redis://host:port/db?prefix=&wait= (ledgerredis.OpenURL).
 func openRedis(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
-	s, closeClient, err := ledgerredis.OpenURL(ctx, u.String(), &ledgerredis.Config{Clock: cfg.Clock})
+	s, err := ledgerredis.OpenURL(ctx, u.String(), &ledgerredis.Config{Clock: cfg.Clock})
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{Store: s, close: func() error { closeClient(); return nil }}, nil
+	return &Ledger{Store: s}, nil
 }
 
 // Schemes returns the URL schemes Open knows, sorted.
@@ -178,7 +178,7 @@ func Open(ctx context.Context, raw string, cfg *Config) (*Ledger, error) {
 		c = *cfg
 	}
 	if c.Clock == nil {
-		c.Clock = ledger.SystemClock{}
+		c.Clock = clock.System{}
 	}
 	if raw == "" {
 		raw = Default
@@ -239,7 +239,7 @@ func openSQLite(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{Store: s, close: s.Close}, nil
+	return &Ledger{Store: s}, nil
 }
 
 // checkSQLiteFile tells the configuration errors apart before SQLite

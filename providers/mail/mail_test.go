@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
@@ -179,8 +180,8 @@ func mustJSON(v any) string {
 
 func TestLookup(t *testing.T) {
 	t.Parallel()
-	clock := adaptertest.NewClock(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
-	s := newFake(t, &mailfake.Config{Seed: 5, Clock: clock.Now, IndexLag: time.Minute})
+	clock := clock.NewFake(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
+	s := newFake(t, &mailfake.Config{Seed: 5, Clock: clock, IndexLag: time.Minute})
 	c := newClient(s.URL, &mail.Config{IndexLag: time.Minute})
 	ctx := context.Background()
 	sent, err := c.Send(ctx, "k", msg)
@@ -221,8 +222,8 @@ func TestLookup(t *testing.T) {
 // the index lag has passed, and finds a message the index shows.
 func TestLookupWithReconcilePolicy(t *testing.T) {
 	t.Parallel()
-	clock := adaptertest.NewClock(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
-	s := newFake(t, &mailfake.Config{Seed: 6, Clock: clock.Now, IndexLag: time.Minute})
+	clock := clock.NewFake(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
+	s := newFake(t, &mailfake.Config{Seed: 6, Clock: clock, IndexLag: time.Minute})
 	c := newClient(s.URL, &mail.Config{IndexLag: time.Minute})
 	ctx := context.Background()
 	sent, err := c.Send(ctx, "k", msg)

@@ -124,7 +124,7 @@ func (s *PaymentIntents) Capabilities() providers.Capabilities {
 func (s *PaymentIntents) Lookup(ctx context.Context, downstreamKey string) (providers.LookupResult, error) {
 	// The window is reckoned before the search, so that an object the
 	// index has not shown yet is within it.
-	since := s.a.cfg.Clock().Add(-s.a.cfg.SearchLag - s.a.cfg.ClockSkew).Unix()
+	since := s.a.cfg.HTTP.Clock.Now().Add(-s.a.cfg.SearchLag - s.a.cfg.ClockSkew).Unix()
 	res, searched, err := s.search(ctx, downstreamKey)
 	if err != nil || res.Status == providers.Found {
 		return res, err

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/providers"
 )
 
@@ -70,17 +71,15 @@ var (
 type Config struct {
 	// APIKey is the secret key (sk_...), sent as a Bearer token.
 	APIKey string
-	// HTTP configures the HTTP layer (timeouts, retries).
+	// HTTP configures the HTTP layer (timeouts, retries). Its Clock is the
+	// adapter's: lookups reckon the search lag from it.
 	HTTP providers.Config
-	// Clock is the time lookups reckon the search lag from; time.Now when
-	// nil.
-	Clock func() time.Time
 	// SearchLag bounds how far Stripe's search index lags behind commits.
 	// Default DefaultSearchLag: Stripe documents under a minute normally
 	// and up to an hour during outages.
 	SearchLag time.Duration
-	// ClockSkew bounds the difference between Clock and Stripe's clock; it
-	// widens the window lookups list. Default DefaultClockSkew.
+	// ClockSkew bounds the difference between HTTP.Clock and Stripe's
+	// clock; it widens the window lookups list. Default DefaultClockSkew.
 	ClockSkew time.Duration
 	// MaxListPages bounds a lookup's list scan, in pages of 100 objects.
 	// Default DefaultMaxListPages.
@@ -105,8 +104,8 @@ func New(baseURL string, cfg *Config) *Client {
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.Clock == nil {
-		c.Clock = time.Now
+	if c.HTTP.Clock == nil {
+		c.HTTP.Clock = clock.System{}
 	}
 	if c.SearchLag <= 0 {
 		c.SearchLag = DefaultSearchLag

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
@@ -39,7 +40,9 @@ func newClient(url string, cfg *stripe.Config) *stripe.Client {
 	}
 	cfg.APIKey = apiKey
 	if cfg.HTTP.Timeout == 0 {
+		clk := cfg.HTTP.Clock
 		cfg.HTTP = adaptertest.HTTPConfig()
+		cfg.HTTP.Clock = clk
 	}
 	return stripe.New(url, cfg)
 }
@@ -267,11 +270,11 @@ func TestInvalidCallsSendNothing(t *testing.T) {
 	}
 }
 
-func lookupFixture(t *testing.T, maxPages int) (*stripefake.Server, *stripe.Client, *adaptertest.Clock) {
+func lookupFixture(t *testing.T, maxPages int) (*stripefake.Server, *stripe.Client, *clock.Fake) {
 	t.Helper()
-	clock := adaptertest.NewClock(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
-	s := newFake(t, &stripefake.Config{Seed: 7, Clock: clock.Now, SearchLag: time.Minute})
-	sc := newClient(s.URL, &stripe.Config{Clock: clock.Now, SearchLag: time.Minute, ClockSkew: time.Second, MaxListPages: maxPages})
+	clock := clock.NewFake(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
+	s := newFake(t, &stripefake.Config{Seed: 7, Clock: clock, SearchLag: time.Minute})
+	sc := newClient(s.URL, &stripe.Config{HTTP: providers.Config{Clock: clock}, SearchLag: time.Minute, ClockSkew: time.Second, MaxListPages: maxPages})
 	return s, sc, clock
 }
 
@@ -396,10 +399,10 @@ func TestLookupFailureIsAnError(t *testing.T) {
 // objects carrying the key in another case fill the pages.
 func TestPaymentIntentLookupPagesSearch(t *testing.T) {
 	t.Parallel()
-	clock := adaptertest.NewClock(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
-	s := newFake(t, &stripefake.Config{Seed: 8, Clock: clock.Now})
+	clock := clock.NewFake(time.Date(2030, 5, 1, 10, 0, 0, 0, time.UTC))
+	s := newFake(t, &stripefake.Config{Seed: 8, Clock: clock})
 	ctx := context.Background()
-	target, err := newClient(s.URL, &stripe.Config{Clock: clock.Now}).PaymentIntents.Create(ctx, "page-key", stripe.PaymentIntentParams{Amount: 100, Currency: "usd"})
+	target, err := newClient(s.URL, &stripe.Config{HTTP: providers.Config{Clock: clock}}).PaymentIntents.Create(ctx, "page-key", stripe.PaymentIntentParams{Amount: 100, Currency: "usd"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +426,7 @@ func TestPaymentIntentLookupPagesSearch(t *testing.T) {
 	// Past the lag and the skew, only the search can find them.
 	clock.Advance(2 * time.Hour)
 	cfg := func(pages int) *stripe.Config {
-		return &stripe.Config{Clock: clock.Now, SearchLag: time.Minute, ClockSkew: time.Second, MaxSearchPages: pages}
+		return &stripe.Config{HTTP: providers.Config{Clock: clock}, SearchLag: time.Minute, ClockSkew: time.Second, MaxSearchPages: pages}
 	}
 	wantLookup(t, newClient(s.URL, cfg(1)).PaymentIntents, "page-key", providers.Inconclusive, "")
 	wantLookup(t, newClient(s.URL, cfg(2)).PaymentIntents, "page-key", providers.Found, target.ID)

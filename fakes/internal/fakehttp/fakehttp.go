@@ -9,13 +9,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/mail"
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes/fault"
 )
 
@@ -96,12 +95,12 @@ func ValidEmail(s string) bool {
 // Timestamp formats t as the JSON fakes do: RFC 3339 in UTC.
 func Timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// Clock returns c, or time.Now when c is nil.
-func Clock(c func() time.Time) func() time.Time {
+// Clock returns c's Now, or time.Now when c is nil.
+func Clock(c clock.Clock) func() time.Time {
 	if c == nil {
 		return time.Now
 	}
-	return c
+	return c.Now
 }
 
 const idAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -153,18 +152,4 @@ func JSON(status int, contentType string, v any) fault.Response {
 	}
 	body = append(body, '\n')
 	return fault.Response{Status: status, Header: http.Header{"Content-Type": {contentType}}, Body: body}
-}
-
-// Start serves h on a new listener on 127.0.0.1 (never another interface),
-// like httptest.NewServer.
-func Start(h http.Handler) *httptest.Server {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic("fakehttp: cannot listen on 127.0.0.1: " + err.Error())
-	}
-	srv := httptest.NewUnstartedServer(h)
-	_ = srv.Listener.Close()
-	srv.Listener = ln
-	srv.Start()
-	return srv
 }

@@ -1,7 +1,6 @@
 package fakehttp
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -48,22 +47,5 @@ func TestValidEmail(t *testing.T) {
 		if ValidEmail(s) != ok {
 			t.Errorf("ValidEmail(%q) != %v", s, ok)
 		}
-	}
-}
-
-func TestStartListensOnLoopback(t *testing.T) {
-	t.Parallel()
-	srv := Start(http.NotFoundHandler())
-	defer srv.Close()
-	if !strings.HasPrefix(srv.URL, "http://127.0.0.1:") {
-		t.Fatalf("URL = %s", srv.URL)
-	}
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("status %d", resp.StatusCode)
 	}
 }

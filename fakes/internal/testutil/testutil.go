@@ -11,14 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/idemkit/idemkit/clock"
 )
 
-// Clock is a settable clock, safe for concurrent use.
-type Clock = ledgertest.Clock
-
-// NewClock returns a clock set to a fixed instant.
-func NewClock() *Clock { return ledgertest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
+// NewClock returns a fake clock set to a fixed instant.
+func NewClock() *clock.Fake { return clock.NewFake(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // SignalClock is a fixed clock that closes Read on its first reading; a
 // fake first reads its clock while claiming a request's idempotency key.

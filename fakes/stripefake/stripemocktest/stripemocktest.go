@@ -45,6 +45,7 @@ type MissingError struct {
 	Why  string
 }
 
+// Error says what is missing and how to provide it.
 func (e *MissingError) Error() string {
 	return fmt.Sprintf("stripemocktest: %s not found (%s); or set %s", e.What, e.Why, EnvURL)
 }

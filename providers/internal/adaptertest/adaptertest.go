@@ -1,5 +1,5 @@
-// Package adaptertest holds what the adapters' tests share: a settable
-// clock, a fast HTTP configuration, the table of fault cases every adapter
+// Package adaptertest holds what the adapters' tests share: a fast HTTP
+// configuration, the table of fault cases every adapter
 // runs against its fake, and the check of the invariant that table
 // specifies.
 package adaptertest
@@ -12,15 +12,8 @@ import (
 	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/providers"
 )
-
-// Clock is a clock tests set by hand. It is safe for concurrent use.
-type Clock = ledgertest.Clock
-
-// NewClock returns a clock reading t.
-func NewClock(t time.Time) *Clock { return ledgertest.NewClock(t) }
 
 // Timeout is the attempt timeout of HTTPConfig.
 const Timeout = 300 * time.Millisecond

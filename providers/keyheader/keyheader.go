@@ -1,7 +1,7 @@
-// Package idemhttp is idemkit's adapter for any HTTP API that honours the
+// Package keyheader is idemkit's adapter for any HTTP API that honours the
 // IETF Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header):
-// the mechanism of an idempotency header (see package providers), without a provider of
-// its own.
+// the mechanism of an idempotency header (see package providers), without
+// a provider of its own.
 //
 // Post sends the downstream key in the header, as the draft's Structured
 // Field string ("\"key\"") unless Config.BareKey is set. The API answers a
@@ -16,7 +16,7 @@
 // looks up only when the API offers a path for it (Config.LookupPath);
 // otherwise it declares providers.NoLookup and a reconciliation relies on
 // the deduplication window.
-package idemhttp
+package keyheader
 
 import (
 	"bytes"
@@ -41,14 +41,14 @@ var (
 	// ErrKeyMissing: the API did not see the key (400). Permanent: a
 	// proxy dropping the header or a wrong Config.KeyHeader will drop it
 	// again.
-	ErrKeyMissing = errors.New("idemhttp: idempotency key missing")
+	ErrKeyMissing = errors.New("keyheader: idempotency key missing")
 	// ErrKeyInUse: a request with the same key is still being processed
 	// (409). Definite and retryable, unless an earlier attempt of the same
 	// call may have been processed.
-	ErrKeyInUse = errors.New("idemhttp: a request with this idempotency key is outstanding")
+	ErrKeyInUse = errors.New("keyheader: a request with this idempotency key is outstanding")
 	// ErrKeyReused: the key was used before with another payload (422).
 	// Permanent.
-	ErrKeyReused = errors.New("idemhttp: idempotency key reused with another payload")
+	ErrKeyReused = errors.New("keyheader: idempotency key reused with another payload")
 )
 
 // Config configures the adapter.

@@ -1,18 +1,18 @@
-package idemfake_test
+package keyheaderfake_test
 
 import (
 	"fmt"
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 )
 
 // The IETF Idempotency-Key draft in action: a repeat is replayed, the key
 // with another payload is refused with 422, and a request without a key
 // with 400.
 func Example() {
-	s := idemfake.NewServer(nil)
+	s := keyheaderfake.NewServer(nil)
 	defer s.Close()
 
 	post := func(key, body string) {

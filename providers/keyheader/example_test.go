@@ -1,4 +1,4 @@
-package idemhttp_test
+package keyheader_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/idemhttp"
+	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/reconcile"
 )
 
@@ -17,10 +17,10 @@ import (
 // first answer is lost after the order was made; the adapter resends with
 // the same key and the API replays the order instead of making another.
 func Example() {
-	srv := idemfake.NewServer(&idemfake.Config{Seed: 1})
+	srv := keyheaderfake.NewServer(&keyheaderfake.Config{Seed: 1})
 	defer srv.Close()
 	srv.Faults.Add(fault.Rule{Route: "POST /v1/orders", Attempt: 1, Action: fault.CommitThenDrop})
-	api := idemhttp.New(srv.URL, nil)
+	api := keyheader.New(srv.URL, nil)
 
 	placeOrder := client.Tool{
 		Name:     "place_order",

@@ -1,4 +1,4 @@
-package idemhttp_test
+package keyheader_test
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/idemhttp"
 	"github.com/idemkit/idemkit/providers/internal/adaptertest"
+	"github.com/idemkit/idemkit/providers/keyheader"
 )
 
 type order struct {
@@ -39,11 +39,11 @@ func (o *order) Validate() error {
 
 var book = map[string]any{"sku": "BOOK-1", "quantity": 2, "metadata": map[string]string{"cart": "c9"}}
 
-// withLookup serves an idemfake with one more route, GET
+// withLookup serves an keyheaderfake with one more route, GET
 // /v1/orders/by-key/{key}, answered from the fake's journal.
-func withLookup(t *testing.T) (*idemfake.Handler, string) {
+func withLookup(t *testing.T) (*keyheaderfake.Handler, string) {
 	t.Helper()
-	h := idemfake.NewHandler(&idemfake.Config{Seed: 1})
+	h := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: 1})
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
 	mux.HandleFunc("GET /v1/orders/by-key/{key}", func(w http.ResponseWriter, r *http.Request) {
@@ -60,12 +60,12 @@ func withLookup(t *testing.T) (*idemfake.Handler, string) {
 	return h, srv.URL
 }
 
-func newClient(url string, cfg *idemhttp.Config) *idemhttp.Client {
+func newClient(url string, cfg *keyheader.Config) *keyheader.Client {
 	if cfg == nil {
-		cfg = &idemhttp.Config{}
+		cfg = &keyheader.Config{}
 	}
 	cfg.HTTP = adaptertest.HTTPConfig()
-	return idemhttp.New(url, cfg)
+	return keyheader.New(url, cfg)
 }
 
 func TestPostUnderFaults(t *testing.T) {
@@ -78,14 +78,14 @@ func TestPostUnderFaults(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				s := idemfake.NewServer(&idemfake.Config{Seed: 1})
+				s := keyheaderfake.NewServer(&keyheaderfake.Config{Seed: 1})
 				t.Cleanup(s.Close)
 				for _, r := range c.Rules {
 					s.Faults.Add(r)
 				}
 				key := client.DownstreamKey("5eed", 2)
 				var o order
-				_, err := newClient(s.URL, &idemhttp.Config{BareKey: bare}).Post(context.Background(), key, "/v1/orders", book, &o)
+				_, err := newClient(s.URL, &keyheader.Config{BareKey: bare}).Post(context.Background(), key, "/v1/orders", book, &o)
 				adaptertest.Check(t, c, err, func() []fakes.Effect { return fakes.Filter(s.Journal(), fakes.KindOrder, key) })
 				if err == nil && (o.ID != s.Journal()[0].ID || o.Quantity != 2) {
 					t.Fatalf("order %+v", o)
@@ -97,7 +97,7 @@ func TestPostUnderFaults(t *testing.T) {
 
 func TestReplay(t *testing.T) {
 	t.Parallel()
-	s := idemfake.NewServer(&idemfake.Config{Seed: 2})
+	s := keyheaderfake.NewServer(&keyheaderfake.Config{Seed: 2})
 	t.Cleanup(s.Close)
 	c := newClient(s.URL, nil)
 	ctx := context.Background()
@@ -116,12 +116,12 @@ func TestReplay(t *testing.T) {
 
 func TestDraftErrors(t *testing.T) {
 	t.Parallel()
-	s := idemfake.NewServer(&idemfake.Config{Seed: 3})
+	s := keyheaderfake.NewServer(&keyheaderfake.Config{Seed: 3})
 	t.Cleanup(s.Close)
 	ctx := context.Background()
 	// The API never sees the key under another header name.
-	_, err := newClient(s.URL, &idemhttp.Config{KeyHeader: "X-Request-Key"}).Post(ctx, "k", "/v1/orders", book, nil)
-	if errclass.Of(err) != errclass.Permanent || !errors.Is(err, idemhttp.ErrKeyMissing) {
+	_, err := newClient(s.URL, &keyheader.Config{KeyHeader: "X-Request-Key"}).Post(ctx, "k", "/v1/orders", book, nil)
+	if errclass.Of(err) != errclass.Permanent || !errors.Is(err, keyheader.ErrKeyMissing) {
 		t.Fatalf("missing key: %v", err)
 	}
 	c := newClient(s.URL, nil)
@@ -129,12 +129,12 @@ func TestDraftErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.Post(ctx, "k", "/v1/orders", map[string]any{"sku": "BOOK-1", "quantity": 3}, nil)
-	if errclass.Of(err) != errclass.Permanent || !errors.Is(err, idemhttp.ErrKeyReused) {
+	if errclass.Of(err) != errclass.Permanent || !errors.Is(err, keyheader.ErrKeyReused) {
 		t.Fatalf("payload mismatch: %v", err)
 	}
 	// An ordinary validation error is permanent but not about the key.
 	_, err = c.Post(ctx, "k2", "/v1/orders", map[string]any{"sku": "BOOK-1", "quantity": 0}, nil)
-	if errclass.Of(err) != errclass.Permanent || errors.Is(err, idemhttp.ErrKeyMissing) {
+	if errclass.Of(err) != errclass.Permanent || errors.Is(err, keyheader.ErrKeyMissing) {
 		t.Fatalf("invalid order: %v", err)
 	}
 	for _, key := range []string{"", "naïve"} {
@@ -163,7 +163,7 @@ func TestKeyInUse(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	_, err := newClient(srv.URL, nil).Post(context.Background(), "k", "/v1/orders", book, nil)
-	if errclass.Of(err) != errclass.Definite || !errors.Is(err, idemhttp.ErrKeyInUse) || calls.Load() != 4 {
+	if errclass.Of(err) != errclass.Definite || !errors.Is(err, keyheader.ErrKeyInUse) || calls.Load() != 4 {
 		t.Fatalf("%v after %d requests", err, calls.Load())
 	}
 }
@@ -171,7 +171,7 @@ func TestKeyInUse(t *testing.T) {
 func TestLookup(t *testing.T) {
 	t.Parallel()
 	h, url := withLookup(t)
-	c := newClient(url, &idemhttp.Config{LookupPath: "/v1/orders/by-key/{key}", DedupWindow: time.Hour})
+	c := newClient(url, &keyheader.Config{LookupPath: "/v1/orders/by-key/{key}", DedupWindow: time.Hour})
 	ctx := context.Background()
 	var o order
 	if _, err := c.Post(ctx, "k-1", "/v1/orders", book, &o); err != nil {
@@ -195,7 +195,7 @@ func TestLookup(t *testing.T) {
 		t.Fatal("a failing lookup returned no error")
 	}
 
-	plain := newClient(url, &idemhttp.Config{DedupWindow: -1})
+	plain := newClient(url, &keyheader.Config{DedupWindow: -1})
 	if caps := plain.Capabilities(); caps.Lookup != providers.NoLookup || caps.DedupWindow != 0 {
 		t.Fatalf("capabilities %+v", caps)
 	}
@@ -219,10 +219,10 @@ func TestUserAgent(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	var o order
-	if _, err := newClient(srv.URL, &idemhttp.Config{LookupPath: "/v1/orders/by-key/{key}"}).Post(ctx, "k-1", "/v1/orders", book, &o); err != nil {
+	if _, err := newClient(srv.URL, &keyheader.Config{LookupPath: "/v1/orders/by-key/{key}"}).Post(ctx, "k-1", "/v1/orders", book, &o); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newClient(srv.URL, &idemhttp.Config{Header: http.Header{"User-Agent": {"shop/2"}}, LookupPath: "/v1/orders/by-key/{key}"}).Lookup(ctx, "k-1"); err != nil {
+	if _, err := newClient(srv.URL, &keyheader.Config{Header: http.Header{"User-Agent": {"shop/2"}}, LookupPath: "/v1/orders/by-key/{key}"}).Lookup(ctx, "k-1"); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -1,4 +1,4 @@
-// Package idemfake is a fake of a generic API that follows the IETF draft
+// Package keyheaderfake is a fake of a generic API that follows the IETF draft
 // "The Idempotency-Key HTTP Header Field": creating an order requires an
 // Idempotency-Key, and a repeat with the same key is answered from the
 // stored first response.
@@ -32,19 +32,19 @@
 // injected FailBeforeCommit or DropBeforeCommit) store nothing. Keys expire
 // Config.KeyWindow after first use, by the fake's clock. Each order created
 // is an "order" effect whose Key is the idempotency key.
-package idemfake
+package keyheaderfake
 
 import (
 	"bytes"
 	"encoding/json"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
@@ -57,8 +57,9 @@ const DefaultKeyWindow = 24 * time.Hour
 type Config struct {
 	// Seed seeds order ids and random faults, so a run can be replayed.
 	Seed int64
-	// Clock is the fake's time (default time.Now); key expiry uses it.
-	Clock func() time.Time
+	// Clock is the fake's time (default: the system clock); key expiry
+	// uses it.
+	Clock clock.Clock
 	// KeyWindow is how long idempotency keys are kept (default 24 h).
 	KeyWindow time.Duration
 }
@@ -333,25 +334,16 @@ func decodeOrder(w http.ResponseWriter, r *http.Request) (orderRequest, string, 
 }
 
 // Server is a Handler listening on a loopback address, like
-// httptest.Server.
+// httptest.Server: URL is its base URL, Close shuts it down and Client
+// returns an HTTP client for it (fakes.Listener).
 type Server struct {
 	*Handler
-	// URL is the base URL of the server ("http://127.0.0.1:port").
-	URL string
-
-	srv *httptest.Server
+	fakes.Listener
 }
 
 // NewServer starts a fake on 127.0.0.1, configured by cfg (nil for the
 // defaults). Close it when done.
 func NewServer(cfg *Config) *Server {
 	h := NewHandler(cfg)
-	srv := fakehttp.Start(h)
-	return &Server{Handler: h, URL: srv.URL, srv: srv}
+	return &Server{Handler: h, Listener: fakes.Listen(h)}
 }
-
-// Close shuts the server down, closing client connections.
-func (s *Server) Close() { s.srv.Close() }
-
-// Client returns an HTTP client for the server.
-func (s *Server) Client() *http.Client { return s.srv.Client() }

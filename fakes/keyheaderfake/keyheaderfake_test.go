@@ -1,4 +1,4 @@
-package idemfake_test
+package keyheaderfake_test
 
 import (
 	"context"
@@ -12,20 +12,20 @@ import (
 
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/idemfake"
 	"github.com/idemkit/idemkit/fakes/internal/testutil"
+	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 )
 
-func start(t *testing.T, cfg *idemfake.Config) *idemfake.Server {
+func start(t *testing.T, cfg *keyheaderfake.Config) *keyheaderfake.Server {
 	t.Helper()
-	s := idemfake.NewServer(cfg)
+	s := keyheaderfake.NewServer(cfg)
 	t.Cleanup(s.Close)
 	return s
 }
 
 const order = `{"sku":"SKU-1","quantity":2,"customer":"cus_7","metadata":{"run":"r1"}}`
 
-func create(t *testing.T, s *idemfake.Server, key, body string) testutil.Reply {
+func create(t *testing.T, s *keyheaderfake.Server, key, body string) testutil.Reply {
 	t.Helper()
 	if key == "" {
 		return testutil.MustDo(t, s.Client(), http.MethodPost, s.URL+"/v1/orders", body)
@@ -44,13 +44,13 @@ func wantProblem(t *testing.T, r testutil.Reply, status int, typ string) {
 func TestCreateReplayAndGet(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &idemfake.Config{Clock: clock.Now})
+	s := start(t, &keyheaderfake.Config{Clock: clock})
 	first := create(t, s, `"k-1"`, order)
 	if first.Status != http.StatusCreated || !strings.HasPrefix(first.Str("id"), "ord_") || first.Str("status") != "created" ||
 		first.Header.Get("Location") != "/v1/orders/"+first.Str("id") || first.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatalf("create: %d %v %s", first.Status, first.Header, first.Raw)
 	}
-	var o idemfake.Order
+	var o keyheaderfake.Order
 	if err := json.Unmarshal([]byte(first.Raw), &o); err != nil || o.Quantity != 2 || o.Metadata["run"] != "r1" {
 		t.Fatalf("answer does not decode as an Order: %v %+v", err, o)
 	}
@@ -128,7 +128,7 @@ func TestInvalidBodiesAreNotStored(t *testing.T) {
 func TestKeysExpire(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
-	s := start(t, &idemfake.Config{Clock: clock.Now, KeyWindow: time.Hour})
+	s := start(t, &keyheaderfake.Config{Clock: clock, KeyWindow: time.Hour})
 	a := create(t, s, "k", order)
 	clock.Advance(59 * time.Minute)
 	if r := create(t, s, "k", order); r.Str("id") != a.Str("id") {
@@ -146,7 +146,7 @@ func TestKeysExpire(t *testing.T) {
 func TestConflictWhileInFlight(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewSignalClock()
-	s := start(t, &idemfake.Config{Clock: clock.Now})
+	s := start(t, &keyheaderfake.Config{Clock: clock})
 	s.Faults.Add(fault.Rule{Route: "POST /v1/orders", Attempt: 1, Action: fault.Delay})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -276,8 +276,8 @@ func TestDelayCommitsAfterTimeout(t *testing.T) {
 
 func TestResetAndSeed(t *testing.T) {
 	t.Parallel()
-	s1 := start(t, &idemfake.Config{Seed: 4})
-	s2 := start(t, &idemfake.Config{Seed: 4})
+	s1 := start(t, &keyheaderfake.Config{Seed: 4})
+	s2 := start(t, &keyheaderfake.Config{Seed: 4})
 	a, b := create(t, s1, "k", order), create(t, s2, "k", order)
 	if a.Str("id") != b.Str("id") {
 		t.Fatalf("same seed: %s vs %s", a.Str("id"), b.Str("id"))
@@ -293,7 +293,7 @@ func FuzzCreate(f *testing.F) {
 	for _, seed := range []string{order, `{}`, `{"sku":"a","quantity":1e3}`, `{"quantity":-1}`, `nul`, `{"metadata":{"a":null},"sku":"x","quantity":1}`} {
 		f.Add(`"k"`, seed)
 	}
-	h := idemfake.NewHandler(nil)
+	h := keyheaderfake.NewHandler(nil)
 	f.Fuzz(func(t *testing.T, key, body string) {
 		req := httptest.NewRequest(http.MethodPost, "/v1/orders", strings.NewReader(body))
 		req.Header.Set("Idempotency-Key", key)
