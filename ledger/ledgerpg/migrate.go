@@ -61,7 +61,15 @@ var placeholderRE = regexp.MustCompile(`\{\{(table|q?index:[a-z_]+|func:[a-z_]+)
 // they queue on a transaction-scoped advisory lock, which also works
 // through PgBouncer in transaction pooling mode. A table migrated by a
 // newer version of this package is left alone with ErrSchemaVersion.
-func Migrate(ctx context.Context, db Beginner, cfg *Config) (err error) {
+//
+// With Config.RunIndex it also creates the index on run_id when it does
+// not exist, which locks the table's writes while it is built.
+func Migrate(ctx context.Context, db Beginner, cfg *Config) error {
+	return migrate(ctx, db, cfg, len(migrations))
+}
+
+// migrate brings the table to version upto (tests compare versions).
+func migrate(ctx context.Context, db Beginner, cfg *Config, upto int) (err error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return err
@@ -105,7 +113,7 @@ func Migrate(ctx context.Context, db Beginner, cfg *Config) (err error) {
 	if version > len(migrations) {
 		return fmt.Errorf("%w %d of %s.%s (this package knows %d)", ErrSchemaVersion, version, c.Schema, c.Table, len(migrations))
 	}
-	for v := version + 1; v <= len(migrations); v++ {
+	for v := version + 1; v <= upto; v++ {
 		script := placeholderRE.ReplaceAllStringFunc(migrations[v-1], func(m string) string {
 			kind, name, _ := strings.Cut(strings.Trim(m, "{}"), ":")
 			switch kind {
@@ -122,6 +130,12 @@ func Migrate(ctx context.Context, db Beginner, cfg *Config) (err error) {
 		}
 		if err := exec("INSERT INTO "+versions+" (version) VALUES ($1)", v); err != nil {
 			return unavailable("migrate", err)
+		}
+	}
+	if c.RunIndex && upto == len(migrations) {
+		if err := exec("CREATE INDEX IF NOT EXISTS " + pgx.Identifier{c.Table + "_run"}.Sanitize() + " ON " +
+			pgx.Identifier{c.Schema, c.Table}.Sanitize() + " (run_id)"); err != nil {
+			return unavailable("migrate: create the run_id index", err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -3,6 +3,9 @@ package ledgerpg_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +19,14 @@ import (
 )
 
 // Eight sessions migrate the same new table at once: all succeed, the
-// table and its indexes exist once, version 1 is recorded once.
+// table and its indexes exist once (the run_id index of Config.RunIndex
+// too), each version is recorded once, and the table has its autovacuum
+// settings.
 func TestMigrateConcurrently(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	ctx := context.Background()
-	cfg := &ledgerpg.Config{Schema: pgtest.Schema(t, pool) + "_new", Table: "ledger"}
+	cfg := &ledgerpg.Config{Schema: pgtest.Schema(t, pool) + "_new", Table: "ledger", RunIndex: true}
 	t.Cleanup(func() {
 		_, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{cfg.Schema}.Sanitize()+" CASCADE")
 	})
@@ -50,10 +55,19 @@ func TestMigrateConcurrently(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := strings.Join(defs, "\n")
-	for _, want := range []string{"(key)", "(state, lease_until, key)", "(expires_at)", "(run_id)"} {
+	for _, want := range []string{"(key)", "(state, lease_until, key) WHERE (state = ANY (ARRAY['pending'::text, 'uncertain'::text]))",
+		"(expires_at) WHERE (state = ANY (ARRAY['done'::text, 'failed'::text]))", "(run_id)"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no index on %s among:\n%s", want, joined)
 		}
+	}
+	if len(defs) != 4 {
+		t.Errorf("%d indexes, want 4:\n%s", len(defs), joined)
+	}
+	var opts []string
+	if err := pool.QueryRow(ctx, "SELECT reloptions FROM pg_class WHERE oid = $1::regclass",
+		pgx.Identifier{cfg.Schema, "ledger"}.Sanitize()).Scan(&opts); err != nil || !slices.Contains(opts, "autovacuum_vacuum_scale_factor=0.02") {
+		t.Errorf("reloptions = %v, %v; want autovacuum_vacuum_scale_factor=0.02 among them", opts, err)
 	}
 	if err := ledgerpg.Migrate(ctx, pool, cfg); err != nil {
 		t.Errorf("Migrate again: %v", err)
@@ -124,5 +138,60 @@ func TestOpenURL(t *testing.T) {
 		if _, err := ledgerpg.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrConfig) {
 			t.Errorf("OpenURL(%q): %v, want ledger.ErrConfig", bad, err)
 		}
+	}
+}
+
+// A table at version 4 with records of every state is migrated to the
+// latest version: every record is still there, unchanged, and the claims
+// and the owner's writes work on them.
+func TestMigrateFrom4(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Pool(t)
+	ctx := context.Background()
+	cfg := &ledgerpg.Config{Schema: pgtest.Schema(t, pool)}
+	if err := ledgerpg.MigrateTo(ctx, pool, cfg, 4); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledgerpg.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := ledgerpg.Before5(s)
+	now := time.Now()
+	for i, settle := range []func(key, owner string) error{
+		func(string, string) error { return nil },
+		func(k, o string) error { return old.Complete(ctx, k, o, ledger.Completion{Summary: "sent"}) },
+		func(k, o string) error {
+			return old.Fail(ctx, k, o, ledger.Failure{Definite: true, Reason: "declined"})
+		},
+		func(k, o string) error { return old.Fail(ctx, k, o, ledger.Failure{Reason: "timeout"}) },
+	} {
+		p := params("k-"+strconv.Itoa(i), "owner-a", now)
+		if res, err := old.Claim(ctx, p); err != nil || !res.Claimed {
+			t.Fatal(res, err)
+		}
+		if err := settle(p.Key, p.Owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := s.List(ctx, ledger.Filter{})
+	if err != nil || len(before) != 4 {
+		t.Fatal(before, err)
+	}
+	if err := ledgerpg.Migrate(ctx, pool, cfg); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.List(ctx, ledger.Filter{})
+	if err != nil || !reflect.DeepEqual(before, after) {
+		t.Fatalf("after the migration: %+v, %v\nwant %+v", after, err, before)
+	}
+	if err := s.Complete(ctx, "k-0", "owner-a", ledger.Completion{Summary: "sent"}); err != nil {
+		t.Errorf("Complete of the pending record: %v", err)
+	}
+	if res, err := s.Claim(ctx, params("k-2", "owner-b", now)); err != nil || !res.Claimed || res.Previous == nil || res.Previous.State != ledger.StateFailed {
+		t.Errorf("claim over the failed record = %+v, %v; want a takeover", res, err)
+	}
+	if res, err := s.Claim(ctx, params("k-1", "owner-b", now)); err != nil || res.Claimed || res.Previous.State != ledger.StateDone {
+		t.Errorf("claim of the done record = %+v, %v; want refused", res, err)
 	}
 }

@@ -53,6 +53,13 @@ type Config struct {
 	// PurgeBatch is how many records one statement of Purge deletes
 	// (default DefaultPurgeBatch).
 	PurgeBatch int
+	// RunIndex makes Migrate create an index on run_id (if it does not
+	// exist), for programs that list the records of one run, of every
+	// state, in a large ledger (idem ledger list --run): without it such a
+	// listing reads the table. It costs an index entry on every write of a
+	// record; the sweeper's listings, of one run too, do not need it.
+	// Migrate never drops the index: DROP INDEX <table>_run does.
+	RunIndex bool
 	// NoCreate makes OpenURL create and migrate nothing, for programs that
 	// only read or settle the records of an existing ledger: a table that
 	// does not exist, or needs a migration, is a *TableError (matching
@@ -122,7 +129,7 @@ func New(db Querier, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{db: db, clock: c.Clock, mode: c.ExecMode, batch: c.PurgeBatch,
-		sql: newStatements(pgx.Identifier{c.Schema, c.Table}.Sanitize(), pgx.Identifier{c.Schema, c.Table + "_claim"}.Sanitize())}, nil
+		sql: newStatements(c.Schema, c.Table)}, nil
 }
 
 // statements is the SQL of a Store, built once for its table.
@@ -138,28 +145,26 @@ const (
 	// visible: the record has not expired at now ($1): it is pending
 	// (a pending record never expires) or within its retention.
 	visible = `(state IN ('pending', 'uncertain') OR expires_at > $1)`
-	// The owner's conditional writes: $1 key, $2 owner.
-	owned = ` WHERE key = $1 AND owner = $2 AND state = 'pending'`
 )
 
-func newStatements(table, claim string) *statements {
+func newStatements(schema, table string) *statements {
+	fn := func(name string) string { return pgx.Identifier{schema, table + "_" + name}.Sanitize() }
+	t := pgx.Identifier{schema, table}.Sanitize()
 	return &statements{
-		table: table,
-		claim: `SELECT ` + recordCols + `, ` + prevCols + ` FROM ` + claim + `($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		complete: `UPDATE ` + table + ` SET state = 'done', summary = $3, ref = $4, result = $5, truncated = $6,
-	reason = '', lease_until = $7, updated_at = $7, expires_at = CASE WHEN $8::bigint > 0 THEN $7::timestamptz + $8::bigint * interval '1 millisecond' ELSE expires_at END` + owned,
-		fail: `UPDATE ` + table + ` SET state = $3, attempt = attempt + $4,
-	attempt_at = CASE WHEN $4 = 1 THEN $6 ELSE attempt_at END, reason = $5,
-	lease_until = $6, updated_at = $6,
-	expires_at = CASE WHEN $4 = 1 AND $7::bigint > 0 THEN $6::timestamptz + $7::bigint * interval '1 millisecond' ELSE expires_at END` + owned,
-		// Extend keeps the record at least as long as its lease.
-		extend: `UPDATE ` + table + ` SET lease_until = $3, expires_at = GREATEST(expires_at, $3),
-	updated_at = $4` + owned,
-		get: `SELECT ` + recordCols + ` FROM ` + table + ` WHERE ` + visible + ` AND key = $2`,
+		table: t,
+		claim: `SELECT ` + recordCols + `, ` + prevCols + ` FROM ` + fn("claim") + `($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		// The owner's writes are functions (migration 5) that return whether
+		// they applied: a row of SELECT when they did.
+		complete: `SELECT 1 WHERE ` + fn("complete") + `($1, $2, $3, $4, $5, $6, $7, $8)`,
+		fail:     `SELECT 1 WHERE ` + fn("fail") + `($1, $2, $3, $4, $5, $6, $7)`,
+		extend:   `SELECT 1 WHERE ` + fn("extend") + `($1, $2, $3, $4)`,
+		get:      `SELECT ` + recordCols + ` FROM ` + t + ` WHERE ` + visible + ` AND key = $2`,
 		// Bounded, and skipping rows a claim holds, so that a purge never
-		// makes claims wait for long. A pending record never expires.
-		purge: `DELETE FROM ` + table + ` WHERE key IN (
-	SELECT key FROM ` + table + ` WHERE expires_at <= $1 AND state IN ('done', 'failed')
+		// makes claims wait for long. A pending or uncertain record never
+		// expires. The partial index on expires_at of the done and failed
+		// records serves it.
+		purge: `DELETE FROM ` + t + ` WHERE key IN (
+	SELECT key FROM ` + t + ` WHERE expires_at <= $1 AND state IN ('done', 'failed')
 	LIMIT $2 FOR UPDATE SKIP LOCKED)`,
 	}
 }
@@ -272,7 +277,14 @@ func (s *Store) listQuery(f ledger.Filter) (string, []any) {
 		args = append(args, v)
 		q += fmt.Sprintf(" AND "+cond, len(args)-1)
 	}
-	if f.State != "" {
+	switch f.State {
+	case "":
+	case ledger.StatePending, ledger.StateUncertain, ledger.StateDone, ledger.StateFailed:
+		// A literal, not a parameter, so that every plan of the statement
+		// (a prepared statement's generic plan too) can use the partial
+		// index of the stuck states.
+		q += " AND state = '" + string(f.State) + "'"
+	default:
 		arg("state = $%d", string(f.State))
 	}
 	if f.RunID != "" {
@@ -294,9 +306,12 @@ func (s *Store) listQuery(f ledger.Filter) (string, []any) {
 }
 
 // List implements ledger.Store. It returns the records in the order of
-// their LeaseUntil, oldest first, then of their keys: by state, a range of
-// the index on (state, lease_until, key) read in order from the cursor and
-// stopped at the limit.
+// their LeaseUntil, oldest first, then of their keys. The pending and
+// uncertain records (the sweeper's listings, of one run or all) are a
+// range of a partial index on (state, lease_until, key), read in order
+// from the cursor and stopped at the limit; a listing of done or failed
+// records, or of every state, reads the table (an operator's listing), by
+// run id through an index where Config.RunIndex asks for one.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	q, args := s.listQuery(f)
 	defer s.lock()()
