@@ -12,10 +12,13 @@
 // with every statement, never with the server's clock.
 //
 // A claim is one call and one round trip, whether it wins, takes a record
-// over, or is refused by a record that is then returned with it.
-// Statements go out with pgx.QueryExecModeExec by default (no prepared
+// over, or is refused by a record that is then returned with it; a
+// refused claim writes nothing. The claim and the owner's writes are
+// server-side functions, planned once per connection. Statements go out with pgx.QueryExecModeExec by default (no prepared
 // statement, no session state), so the Store works through PgBouncer in
-// transaction pooling mode; Config.ExecMode selects another mode.
+// transaction pooling mode; Config.ExecMode selects another mode
+// (pgx.QueryExecModeCacheStatement for direct connections and PgBouncer
+// 1.21 or later with max_prepared_statements).
 //
 // Store.InTx claims and records inside the caller's transaction: right
 // when the tool's effect is a row in the same database (claim, effect and
