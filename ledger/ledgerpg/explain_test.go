@@ -2,6 +2,7 @@ package ledgerpg_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,7 @@ func explain(t *testing.T, pool *pgxpool.Pool, q string, args []any, generic boo
 		t.Fatal(err)
 	}
 	defer conn.Release()
+	defer func() { _, _ = conn.Exec(context.Background(), "DEALLOCATE explained") }()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +64,24 @@ func explain(t *testing.T, pool *pgxpool.Pool, q string, args []any, generic boo
 			t.Fatal(err)
 		}
 	}
-	sd, err := tx.Prepare(ctx, "explained", "EXPLAIN "+q)
-	if err != nil {
+	// EXPLAIN EXECUTE of a statement prepared in SQL plans it as the
+	// statement would be (generic under force_generic_plan); EXPLAIN of a
+	// query with parameters would plan it for their values every time.
+	if _, err := tx.Exec(ctx, "PREPARE explained AS "+q); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = conn.Conn().Deallocate(ctx, sd.Name) }()
-	rows, err := tx.Query(ctx, sd.Name, args[1:]...)
+	values := make([]string, len(args)-1)
+	for i, a := range args[1:] {
+		switch a := a.(type) {
+		case time.Time:
+			values[i] = "'" + a.Format(time.RFC3339Nano) + "'"
+		case string:
+			values[i] = "'" + strings.ReplaceAll(a, "'", "''") + "'"
+		default:
+			values[i] = fmt.Sprint(a)
+		}
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN EXECUTE explained("+strings.Join(values, ", ")+")")
 	if err != nil {
 		t.Fatal(err)
 	}
