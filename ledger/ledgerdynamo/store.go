@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
@@ -46,6 +48,18 @@ type Config struct {
 	// (default 1s).
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
+	// RetryQuota bounds the retries of all the Store's requests together,
+	// so that a throttled table receives at most a little more than its
+	// first attempts rather than MaxAttempts times them. Default: a token
+	// bucket per Store with the SDK standard retryer's quota
+	// (ratelimit.NewTokenRateLimit(retry.DefaultRetryRateTokens), 500
+	// tokens): a throttled retry takes 5 tokens, any other retry 14, a
+	// retry the service answers gives its tokens back, and a first
+	// attempt it answers adds 1. A request whose retry finds too few
+	// tokens fails at once with an error matching ErrRetryQuota and
+	// ledger.ErrUnavailable. Share one RateLimiter between Stores to give
+	// them one budget; ratelimit.None turns the quota off.
+	RetryQuota retry.RateLimiter
 	// ListLimit is the number of records List returns when its filter sets
 	// no Limit (default ledger.DefaultListLimit).
 	ListLimit int
@@ -74,6 +88,9 @@ func (c *Config) withDefaults() Config {
 		d.MaxBackoff = time.Second
 	}
 	d.MaxBackoff = max(d.MaxBackoff, d.InitialBackoff)
+	if d.RetryQuota == nil {
+		d.RetryQuota = ratelimit.NewTokenRateLimit(retry.DefaultRetryRateTokens)
+	}
 	if d.ListLimit <= 0 {
 		d.ListLimit = ledger.DefaultListLimit
 	}
