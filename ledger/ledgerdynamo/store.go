@@ -68,6 +68,15 @@ type Config struct {
 	// The zero value is the default layout. Every process on the table
 	// (the sweeper too) and CreateTable must use the same one.
 	Layout Layout
+	// AllowEventualReplicas lets Open accept a global table whose
+	// replicas are eventually consistent across Regions. It is safe only
+	// when every ledger write (every Store, the sweeper, idem) goes to
+	// one Region: a claim is checked against the replica of the Region it
+	// is sent to, and DynamoDB settles concurrent writes in two Regions
+	// by last writer wins, silently, so two agents in two Regions can
+	// both claim one action and both run it. With multi-Region strong
+	// consistency, Open needs no such permission.
+	AllowEventualReplicas bool
 }
 
 func (c *Config) withDefaults() Config {
@@ -113,6 +122,9 @@ var (
 )
 
 // New returns a Store on the table, which must exist (see CreateTable).
+// It sends no request: Open also checks, with one DescribeTable, that the
+// table exists and is not a global table with eventually consistent
+// replicas, on which two Regions can both claim one action.
 // When cfg.Layout is not valid, every method of the Store returns the
 // error of Layout.Validate (matching ErrLayout) and sends no request.
 func New(api API, table string, cfg *Config) *Store {
