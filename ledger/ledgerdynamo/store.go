@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemkit/idemkit/clock"
@@ -77,6 +78,11 @@ type Config struct {
 	// both claim one action and both run it. With multi-Region strong
 	// consistency, Open needs no such permission.
 	AllowEventualReplicas bool
+	// ReadFirst says when a Claim reads the record before its
+	// conditional write, so that a replay is billed as a read rather than
+	// as a write of the stored record (see ReadFirst); default
+	// ReadFirstSeen.
+	ReadFirst ReadFirst
 }
 
 func (c *Config) withDefaults() Config {
@@ -113,7 +119,8 @@ type Store struct {
 	table string
 	cfg   Config
 	lay   layout
-	err   error // the layout is invalid: every method returns it
+	err   error                        // the layout is invalid: every method returns it
+	seen  *lru.Cache[string, struct{}] // keys seen done (ReadFirstSeen), else nil
 }
 
 var (
@@ -129,6 +136,7 @@ var (
 // error of Layout.Validate (matching ErrLayout) and sends no request.
 func New(api API, table string, cfg *Config) *Store {
 	s := &Store{api: api, table: table, cfg: cfg.withDefaults()}
+	s.seen = newSeen(s.cfg.ReadFirst)
 	s.lay, s.err = s.cfg.Layout.resolve()
 	return s
 }
@@ -158,7 +166,10 @@ const (
 )
 
 // Claim claims the key with one conditional UpdateItem that expects no
-// record. When the condition fails, the blocking record comes from the
+// record. When Config.ReadFirst says so (by default, for a key this Store
+// has seen done), an eventually consistent GetItem comes first, and a
+// done, unexpired record it finds answers the claim: a replay is then a
+// read, not a write billed at the record's size. When the condition fails, the blocking record comes from the
 // error (ALL_OLD) or, if the server did not return it, from one consistent
 // GetItem; a record that may be claimed (failed, uncertain, abandoned) is
 // then taken over by a second write conditional on its state, and a
@@ -170,6 +181,11 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	}
 	if err := p.Validate(); err != nil {
 		return ledger.ClaimResult{}, err
+	}
+	if s.readsFirst(p.Key) {
+		if res, ok := s.replay(ctx, p); ok {
+			return res, nil
+		}
 	}
 	mode := claimAbsent
 	for range claimRounds {
@@ -195,6 +211,9 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 				mode = claimOver
 			default:
 				// Also an attempt whose answer was lost, found holding the key.
+				if rec.State == ledger.StateDone {
+					s.sawDone(p.Key)
+				}
 				return ledger.Refused(rec, p.Owner), nil
 			}
 			continue
@@ -281,7 +300,7 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, mode claimMode) 
 // the one the server returned, or else the current one (nil if absent).
 func (s *Store) blocking(ctx context.Context, key string, cf *conditionFailed) (*ledger.Record, error) {
 	if cf.item == nil {
-		return s.get(ctx, key)
+		return s.read(ctx, key, true)
 	}
 	rec, err := s.lay.decode(cf.item)
 	if err != nil {
@@ -290,15 +309,15 @@ func (s *Store) blocking(ctx context.Context, key string, cf *conditionFailed) (
 	return rec, nil
 }
 
-// get reads the item with a consistent read: nil when absent; an expired
-// record is returned as it is.
-func (s *Store) get(ctx context.Context, key string) (*ledger.Record, error) {
+// read reads the item, with a consistent read when consistent: nil when
+// absent; an expired record is returned as it is.
+func (s *Store) read(ctx context.Context, key string, consistent bool) (*ledger.Record, error) {
 	var out *dynamodb.GetItemOutput
 	err := s.do(ctx, "get", func(ctx context.Context) (err error) {
 		out, err = s.api.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      aws.String(s.table),
 			Key:            s.lay.keyOf(key),
-			ConsistentRead: aws.Bool(true),
+			ConsistentRead: aws.Bool(consistent),
 		}, noSDKRetry)
 		return err
 	})
@@ -343,9 +362,13 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 		set += ", #expires_at = :exp"
 		values[":exp"] = nv(seconds(s.cfg.Clock.Now().Add(c.Retention)))
 	}
-	return s.settle(ctx, "complete", key, owner, set, "", values, func(r *ledger.Record) bool {
+	err := s.settle(ctx, "complete", key, owner, set, "", values, func(r *ledger.Record) bool {
 		return r.State == ledger.StateDone
 	})
+	if err == nil {
+		s.sawDone(key)
+	}
+	return err
 }
 
 // Fail records a failure: failed (definite: the attempt number advances and
@@ -462,7 +485,7 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	if key == "" {
 		return nil, fmt.Errorf("%w: key is required", ledger.ErrInvalid)
 	}
-	rec, err := s.get(ctx, key)
+	rec, err := s.read(ctx, key, true)
 	if err != nil {
 		return nil, err
 	}
