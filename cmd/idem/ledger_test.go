@@ -402,7 +402,7 @@ func TestLedgerDynamoDBUnreachable(t *testing.T) {
 	url := "dynamodb://idem?region=us-east-1&endpoint=http://" + addr
 	idem(t, awsEnv, "ledger", "ls", "--ledger", url).wantError(t, exitOperational, "unavailable", "reachable")
 	idem(t, awsEnv, "ledger", "show", "k", "--ledger", url).wantError(t, exitOperational, "unavailable")
-	idem(t, awsEnv, "ledger", "init", "--ledger", url).wantError(t, exitOperational, "create table", "connection refused")
+	idem(t, awsEnv, "ledger", "init", "--ledger", url).wantError(t, exitOperational, "describe table", "connection refused")
 }
 
 // More stuck records than the default limit: stuck prints the first

@@ -286,3 +286,119 @@ func BenchmarkReplayPaired(b *testing.B) {
 	b.ReportMetric(float64(st)/float64(raw), "store/raw")
 	b.ReportMetric(float64(ex)/float64(raw), "execute/raw")
 }
+
+// BenchmarkReadFirstPaired prices the replay read (Config.ReadFirst) for
+// fresh actions: the raw floor, a Claim+Complete of a new key on a Store
+// with the default ReadFirstSeen (no read: the key was never seen), and
+// one on a Store with ReadFirstAlways (a GetItem first), in turn in every
+// iteration, with their ratios to the floor.
+func BenchmarkReadFirstPaired(b *testing.B) {
+	api := newClient(dynalitetest.Endpoint(b), nil)
+	table := dynalitetest.NewTable(b, api)
+	seen := ledgerdynamo.New(api, table, nil)
+	always := ledgerdynamo.New(api, table, &ledgerdynamo.Config{ReadFirst: ledgerdynamo.ReadFirstAlways})
+	ctx := context.Background()
+	run := strconv.FormatInt(benchRuns.Add(1), 10)
+	hex64 := func(prefix string, i int) string {
+		sum := sha256.Sum256([]byte(prefix + run + "-" + strconv.Itoa(i)))
+		return hex.EncodeToString(sum[:])
+	}
+	fresh := func(store *ledgerdynamo.Store, prefix string, i int) {
+		now := time.Now()
+		p := ledger.ClaimParams{Key: hex64(prefix, i), Tool: "send_reply", RunID: "run-" + run, Owner: hex64("o"+prefix, i)[:32],
+			LeaseUntil: now.Add(time.Minute), Fingerprint: hex64("f", 0), ExpiresAt: now.Add(time.Hour)}
+		if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
+			b.Fatalf("Claim = %+v, %v", res, err)
+		}
+		if err := store.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "replied to ticket 42", Ref: "msg_1"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var raw, se, al time.Duration
+	for i := range b.N {
+		t0 := time.Now()
+		if err := rawClaimComplete(ctx, api, table, "raw-"+run+"-"+strconv.Itoa(i)); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		fresh(seen, "s", i)
+		t2 := time.Now()
+		fresh(always, "a", i)
+		t3 := time.Now()
+		raw, se, al = raw+t1.Sub(t0), se+t2.Sub(t1), al+t3.Sub(t2)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(raw)/n, "raw-ns/op")
+	b.ReportMetric(float64(se)/n, "seen-ns/op")
+	b.ReportMetric(float64(al)/n, "always-ns/op")
+	b.ReportMetric(float64(se)/float64(raw), "seen/raw")
+	b.ReportMetric(float64(al)/float64(raw), "always/raw")
+}
+
+// BenchmarkUnits reports the table's capacity units per action through a
+// recording API (unitRecorder: a write unit per KB written, a failed
+// condition billed at the stored item's size; a read unit per 4 KB read,
+// half when eventually consistent), for results of 1 and 64 KiB: fresh
+// (Claim+Complete), replay in the Store that completed the action
+// (ReadFirstSeen: an eventually consistent GetItem) and a replay that
+// claims (another process, modelled by ReadFirstNever; on dynalite the
+// failed condition is followed by a consistent GetItem, which real
+// DynamoDB saves by returning the item). Its times include the recorder's
+// own reads: read the units, not the times.
+func BenchmarkUnits(b *testing.B) {
+	api := newClient(dynalitetest.Endpoint(b), nil)
+	table := dynalitetest.NewTable(b, api)
+	rec := newUnitRecorder(api, table)
+	seen := ledgerdynamo.New(rec, table, nil)
+	never := ledgerdynamo.New(rec, table, &ledgerdynamo.Config{ReadFirst: ledgerdynamo.ReadFirstNever})
+	ctx := context.Background()
+	params := func(key, owner string) ledger.ClaimParams {
+		now := time.Now()
+		return ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run", Owner: owner,
+			LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+	}
+	report := func(b *testing.B) {
+		wu, ru, _ := rec.take()
+		b.ReportMetric(float64(wu)/float64(b.N), "WU/op")
+		b.ReportMetric(ru/float64(b.N), "RU/op")
+	}
+	for _, size := range []int{1 << 10, 64 << 10} {
+		result := make([]byte, size)
+		kib := strconv.Itoa(size>>10) + "KiB"
+		run := strconv.FormatInt(benchRuns.Add(1), 10)
+		b.Run("fresh-"+kib, func(b *testing.B) {
+			rec.take()
+			for i := range b.N {
+				p := params(run+"-fresh-"+strconv.Itoa(i)+"-"+strconv.Itoa(b.N), "o")
+				if res, err := seen.Claim(ctx, p); err != nil || !res.Claimed {
+					b.Fatalf("Claim = %+v, %v", res, err)
+				}
+				if err := seen.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "ok", Result: result}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			report(b)
+		})
+		done := params(run+"-replay", "o")
+		if _, err := seen.Claim(ctx, done); err != nil {
+			b.Fatal(err)
+		}
+		if err := seen.Complete(ctx, done.Key, done.Owner, ledger.Completion{Summary: "ok", Result: result}); err != nil {
+			b.Fatal(err)
+		}
+		for _, st := range []struct {
+			name  string
+			store *ledgerdynamo.Store
+		}{{"replay-", seen}, {"replay-claim-", never}} {
+			b.Run(st.name+kib, func(b *testing.B) {
+				rec.take()
+				for range b.N {
+					if res, err := st.store.Claim(ctx, params(done.Key, "o2")); err != nil || res.Claimed {
+						b.Fatalf("Claim = %+v, %v", res, err)
+					}
+				}
+				report(b)
+			})
+		}
+	}
+}

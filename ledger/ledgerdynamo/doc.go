@@ -4,7 +4,11 @@
 //
 // CreateTable makes the table (partition key pk, the action key; a TTL on
 // expires_at; the index state-lease_until for List and the sweeper), and
-// New returns a Store on it. Config.Layout fits the Store to an existing
+// Open returns a Store on it after one DescribeTable that refuses a global
+// table whose replicas are eventually consistent across Regions (two
+// Regions could both claim one action; Config.AllowEventualReplicas when
+// every write goes to one Region); New returns the same Store without a
+// request. Config.Layout fits the Store to an existing
 // table instead (renamed attributes, a static partition key with the
 // action key as sort key, a key prefix; every process on the table must
 // use the same Layout), and Layout.Shards write-shards the index so that
@@ -31,7 +35,11 @@
 // eventually consistent. The Store is the only retry layer (throttling,
 // 5xx, broken connections, with backoff): it recognises its own write
 // when a retried request finds a lost attempt applied, and otherwise
-// wraps ledger.ErrUnavailable.
+// wraps ledger.ErrUnavailable. Its retries share a budget per Store
+// (Config.RetryQuota, the SDK standard retryer's token bucket), so that a
+// throttled table is not sent every request five times. A claim of a key
+// the Store has seen done reads it first (Config.ReadFirst), so that a
+// replay is billed as a read, not as a write of the stored record.
 //
 // README.md beside this file has the table's attributes, the layouts, how
 // each write works and why, the rates at scale, the IAM policies and how

@@ -36,7 +36,12 @@ func newDynamo(t *testing.T) (*ledgerdynamo.Store, *counter, *clock.Fake) {
 // Complete cost.
 func TestRequestsOnTheWire(t *testing.T) {
 	t.Parallel()
-	store, c, clock := newDynamo(t)
+	c := newCounter(nil)
+	api := newClient(dynalitetest.Endpoint(t), c)
+	table := dynalitetest.NewTable(t, api)
+	clock := clock.NewFake(t0)
+	store := ledgerdynamo.New(api, table, &ledgerdynamo.Config{Clock: clock})
+	c.take()
 	ctx := context.Background()
 	want := func(what string, counts map[string]int) {
 		t.Helper()
@@ -54,12 +59,21 @@ func TestRequestsOnTheWire(t *testing.T) {
 	}
 	want("Claim+Complete of a fresh key", map[string]int{"UpdateItem": 2})
 
-	// dynalite does not return the old item with a failed condition: one
-	// GetItem more (TestClaimBlockedByReturnedItem: 1 request where it does).
+	// The Store has seen the key done (ReadFirstSeen): its replay is one
+	// eventually consistent read.
 	if res, err := store.Claim(ctx, params(p.Key, "owner-b")); err != nil || res.Claimed || res.Previous.State != ledger.StateDone {
 		t.Fatalf("Claim of a done key = %+v, %v", res, err)
 	}
-	want("Claim of a done key", map[string]int{"UpdateItem": 1, "GetItem": 1})
+	want("Claim of a done key seen done", map[string]int{"GetItem": 1})
+
+	// A Store that has not seen it (another process) claims; dynalite does
+	// not return the old item with a failed condition: one GetItem more
+	// (TestClaimBlockedByReturnedItem: 1 request where it does).
+	other := ledgerdynamo.New(api, table, &ledgerdynamo.Config{Clock: clock})
+	if res, err := other.Claim(ctx, params(p.Key, "owner-c")); err != nil || res.Claimed || res.Previous.State != ledger.StateDone {
+		t.Fatalf("Claim of a done key = %+v, %v", res, err)
+	}
+	want("Claim of a done key in another process", map[string]int{"UpdateItem": 1, "GetItem": 1})
 
 	// A failed record: the claim expecting no record fails, the record is
 	// read, and a second write takes it over (one request less where the

@@ -19,7 +19,11 @@ func Example() {
 	if err := ledgerdynamo.CreateTable(ctx, client, table, nil); err != nil {
 		log.Fatal(err)
 	}
-	store := ledgerdynamo.New(client, table, nil)
+	// Open checks the table with one DescribeTable (New makes no request).
+	store, err := ledgerdynamo.Open(ctx, client, table, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	now := time.Now()
 	claim := ledger.ClaimParams{

@@ -48,8 +48,10 @@ func execute(t *testing.T, exec *client.Executor, call client.Call, want client.
 }
 
 // Requests on the wire for a call through the Executor: a fresh action
-// costs 2 (claim, record), a replay 1 where the server returns the blocking
-// item with the failed condition and 2 where it does not (dynalite).
+// costs 2 (claim, record); a replay in the process that completed it 1,
+// an eventually consistent GetItem (ReadFirstSeen); a replay in another
+// process 1 where the server returns the blocking item with the failed
+// condition and 2 where it does not (dynalite).
 func TestExecutorRequests(t *testing.T) {
 	t.Parallel()
 	want := func(t *testing.T, c *counter, what string, counts map[string]int) {
@@ -63,15 +65,24 @@ func TestExecutorRequests(t *testing.T) {
 		t.Parallel()
 		c := newCounter(nil)
 		api := newClient(dynalitetest.Endpoint(t), c)
-		exec, runs := newExecutor(t, ledgerdynamo.New(api, dynalitetest.NewTable(t, api), nil))
+		table := dynalitetest.NewTable(t, api)
+		exec, runs := newExecutor(t, ledgerdynamo.New(api, table, nil))
 		c.take()
 
 		execute(t, exec, reply(42, "first reply"), client.Executed)
 		want(t, c, "fresh action", map[string]int{"UpdateItem": 2})
 		execute(t, exec, reply("42", "reworded reply"), client.AlreadyDone)
-		want(t, c, "replay", map[string]int{"UpdateItem": 1, "GetItem": 1})
+		want(t, c, "replay", map[string]int{"GetItem": 1})
 		if n := runs.Load(); n != 1 {
 			t.Errorf("tool ran %d times, want 1", n)
+		}
+
+		// Another process has not seen the action done: it claims.
+		other, otherRuns := newExecutor(t, ledgerdynamo.New(api, table, nil))
+		execute(t, other, reply("42", "reworded reply"), client.AlreadyDone)
+		want(t, c, "replay in another process", map[string]int{"UpdateItem": 1, "GetItem": 1})
+		if n := otherRuns.Load(); n != 0 {
+			t.Errorf("tool ran %d times in the other process, want 0", n)
 		}
 	})
 
@@ -93,10 +104,16 @@ func TestExecutorRequests(t *testing.T) {
 		done.Summary, done.Ref = "replied to ticket 42", "msg_1"
 		si.mu.Lock()
 		si.updates = []answer{conditionFailed(wireItem(done))}
+		si.getItem = wireItem(done)
 		si.mu.Unlock()
 
+		// The Store completed the action (ReadFirstSeen): it reads, and
+		// eventually consistent reads suffice for a done record.
 		execute(t, exec, reply("42", "reworded reply"), client.AlreadyDone)
-		want(t, c, "replay", map[string]int{"UpdateItem": 1})
+		want(t, c, "replay", map[string]int{"GetItem": 1})
+		if get := si.bodies()[2]; get["ConsistentRead"] == true {
+			t.Errorf("replay read %v is consistent, want eventually consistent", get)
+		}
 		if n := runs.Load(); n != 1 {
 			t.Errorf("tool ran %d times, want 1", n)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -90,9 +91,16 @@ type conditionFailed struct {
 
 func (c *conditionFailed) Error() string { return "ledgerdynamo: condition failed" }
 
+// retryCost is what a retry not caused by throttling (a 5xx, a broken
+// connection) takes from the retry quota: the SDK standard retryer's cost
+// (unexported there). A throttled retry takes
+// retry.DefaultThrottlingRetryCost (5).
+const retryCost uint = 14
+
 // do runs fn, retrying throttling and unknown outcomes with backoff up to
-// MaxAttempts. A false condition comes back as *conditionFailed; any other
-// failure wraps ledger.ErrUnavailable.
+// MaxAttempts, each retry paid from the Store's retry quota
+// (Config.RetryQuota). A false condition comes back as *conditionFailed;
+// any other failure wraps ledger.ErrUnavailable.
 func (s *Store) do(ctx context.Context, op string, fn func(context.Context) error) error {
 	b := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(s.cfg.InitialBackoff),
@@ -100,13 +108,29 @@ func (s *Store) do(ctx context.Context, op string, fn func(context.Context) erro
 		backoff.WithMaxElapsedTime(0),
 	)
 	maybeApplied := false
+	// release refunds the token of the retry in progress (nil on the
+	// first attempt) when the service answers it.
+	var release func() error
+	answered := func() {
+		if release != nil {
+			_ = release() // a successful retry refunds its cost
+		} else {
+			_ = s.cfg.RetryQuota.AddTokens(retry.DefaultNoRetryIncrement)
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
 		if err == nil {
+			answered()
 			return nil
 		}
-		switch classify(err) {
+		c := classify(err)
+		switch c {
 		case classCondition:
+			// The service answered: for the quota, a false condition is a
+			// success (the standard retryer counts it as an error only
+			// because the SDK returns it as one).
+			answered()
 			cf := &conditionFailed{maybeApplied: maybeApplied}
 			var ccf *types.ConditionalCheckFailedException
 			if errors.As(err, &ccf) && len(ccf.Item) > 0 {
@@ -121,6 +145,18 @@ func (s *Store) do(ctx context.Context, op string, fn func(context.Context) erro
 		if attempt >= s.cfg.MaxAttempts {
 			return unavailable(op, fmt.Errorf("gave up after %d attempts: %w", attempt, err))
 		}
+		cost := retryCost
+		if c == classRejected {
+			cost = retry.DefaultThrottlingRetryCost
+		}
+		rel, qerr := s.cfg.RetryQuota.GetToken(ctx, cost)
+		if qerr != nil && ctx.Err() != nil {
+			return unavailable(op, fmt.Errorf("%w (last error: %w)", ctx.Err(), err))
+		}
+		if qerr != nil {
+			return unavailable(op, fmt.Errorf("%w after %d attempts (%w): %w", ErrRetryQuota, attempt, qerr, err))
+		}
+		release = rel
 		t := time.NewTimer(b.NextBackOff())
 		select {
 		case <-ctx.Done():
@@ -130,3 +166,10 @@ func (s *Store) do(ctx context.Context, op string, fn func(context.Context) erro
 		}
 	}
 }
+
+// ErrRetryQuota is matched (besides ledger.ErrUnavailable) by the error of
+// a request that was not retried because the Store's retry quota
+// (Config.RetryQuota) was spent: the service has been throttling or
+// failing many of the Store's requests, and retrying them all would only
+// add load.
+var ErrRetryQuota = errors.New("ledgerdynamo: retry quota exceeded")

@@ -98,16 +98,27 @@ func (s *standIn) bodies() []map[string]any {
 // last one repeats) and returns a Store on it with a counting client.
 func newStandIn(t *testing.T, getItem map[string]any, updates ...answer) (*ledgerdynamo.Store, *counter, *standIn) {
 	t.Helper()
+	return newStandInWith(t, nil, getItem, updates...)
+}
+
+// newStandInWith is newStandIn whose Store's configuration tune changes
+// (nil: none).
+func newStandInWith(t *testing.T, tune func(*ledgerdynamo.Config), getItem map[string]any, updates ...answer) (*ledgerdynamo.Store, *counter, *standIn) {
+	t.Helper()
 	si := &standIn{updates: updates, getItem: getItem}
 	srv := httptest.NewServer(si)
 	t.Cleanup(srv.Close)
 	c := newCounter(nil)
-	store := ledgerdynamo.New(newClient(srv.URL, c), "ledger", &ledgerdynamo.Config{
+	cfg := &ledgerdynamo.Config{
 		Clock:          clock.NewFake(t0),
 		MaxAttempts:    3,
 		InitialBackoff: time.Millisecond,
 		MaxBackoff:     2 * time.Millisecond,
-	})
+	}
+	if tune != nil {
+		tune(cfg)
+	}
+	store := ledgerdynamo.New(newClient(srv.URL, c), "ledger", cfg)
 	return store, c, si
 }
 

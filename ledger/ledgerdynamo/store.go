@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemkit/idemkit/clock"
@@ -46,6 +49,18 @@ type Config struct {
 	// (default 1s).
 	InitialBackoff time.Duration
 	MaxBackoff     time.Duration
+	// RetryQuota bounds the retries of all the Store's requests together,
+	// so that a throttled table receives at most a little more than its
+	// first attempts rather than MaxAttempts times them. Default: a token
+	// bucket per Store with the SDK standard retryer's quota
+	// (ratelimit.NewTokenRateLimit(retry.DefaultRetryRateTokens), 500
+	// tokens): a throttled retry takes 5 tokens, any other retry 14, a
+	// retry the service answers gives its tokens back, and a first
+	// attempt it answers adds 1. A request whose retry finds too few
+	// tokens fails at once with an error matching ErrRetryQuota and
+	// ledger.ErrUnavailable. Share one RateLimiter between Stores to give
+	// them one budget; ratelimit.None turns the quota off.
+	RetryQuota retry.RateLimiter
 	// ListLimit is the number of records List returns when its filter sets
 	// no Limit (default ledger.DefaultListLimit).
 	ListLimit int
@@ -54,6 +69,20 @@ type Config struct {
 	// The zero value is the default layout. Every process on the table
 	// (the sweeper too) and CreateTable must use the same one.
 	Layout Layout
+	// AllowEventualReplicas lets Open accept a global table whose
+	// replicas are eventually consistent across Regions. It is safe only
+	// when every ledger write (every Store, the sweeper, idem) goes to
+	// one Region: a claim is checked against the replica of the Region it
+	// is sent to, and DynamoDB settles concurrent writes in two Regions
+	// by last writer wins, silently, so two agents in two Regions can
+	// both claim one action and both run it. With multi-Region strong
+	// consistency, Open needs no such permission.
+	AllowEventualReplicas bool
+	// ReadFirst says when a Claim reads the record before its
+	// conditional write, so that a replay is billed as a read rather than
+	// as a write of the stored record (see ReadFirst); default
+	// ReadFirstSeen.
+	ReadFirst ReadFirst
 }
 
 func (c *Config) withDefaults() Config {
@@ -74,6 +103,9 @@ func (c *Config) withDefaults() Config {
 		d.MaxBackoff = time.Second
 	}
 	d.MaxBackoff = max(d.MaxBackoff, d.InitialBackoff)
+	if d.RetryQuota == nil {
+		d.RetryQuota = ratelimit.NewTokenRateLimit(retry.DefaultRetryRateTokens)
+	}
 	if d.ListLimit <= 0 {
 		d.ListLimit = ledger.DefaultListLimit
 	}
@@ -87,7 +119,8 @@ type Store struct {
 	table string
 	cfg   Config
 	lay   layout
-	err   error // the layout is invalid: every method returns it
+	err   error                        // the layout is invalid: every method returns it
+	seen  *lru.Cache[string, struct{}] // keys seen done (ReadFirstSeen), else nil
 }
 
 var (
@@ -96,10 +129,14 @@ var (
 )
 
 // New returns a Store on the table, which must exist (see CreateTable).
+// It sends no request: Open also checks, with one DescribeTable, that the
+// table exists and is not a global table with eventually consistent
+// replicas, on which two Regions can both claim one action.
 // When cfg.Layout is not valid, every method of the Store returns the
 // error of Layout.Validate (matching ErrLayout) and sends no request.
 func New(api API, table string, cfg *Config) *Store {
 	s := &Store{api: api, table: table, cfg: cfg.withDefaults()}
+	s.seen = newSeen(s.cfg.ReadFirst)
 	s.lay, s.err = s.cfg.Layout.resolve()
 	return s
 }
@@ -129,7 +166,10 @@ const (
 )
 
 // Claim claims the key with one conditional UpdateItem that expects no
-// record. When the condition fails, the blocking record comes from the
+// record. When Config.ReadFirst says so (by default, for a key this Store
+// has seen done), an eventually consistent GetItem comes first, and a
+// done, unexpired record it finds answers the claim: a replay is then a
+// read, not a write billed at the record's size. When the condition fails, the blocking record comes from the
 // error (ALL_OLD) or, if the server did not return it, from one consistent
 // GetItem; a record that may be claimed (failed, uncertain, abandoned) is
 // then taken over by a second write conditional on its state, and a
@@ -141,6 +181,11 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	}
 	if err := p.Validate(); err != nil {
 		return ledger.ClaimResult{}, err
+	}
+	if s.readsFirst(p.Key) {
+		if res, ok := s.replay(ctx, p); ok {
+			return res, nil
+		}
 	}
 	mode := claimAbsent
 	for range claimRounds {
@@ -166,6 +211,9 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 				mode = claimOver
 			default:
 				// Also an attempt whose answer was lost, found holding the key.
+				if rec.State == ledger.StateDone {
+					s.sawDone(p.Key)
+				}
 				return ledger.Refused(rec, p.Owner), nil
 			}
 			continue
@@ -252,7 +300,7 @@ func (s *Store) claimInput(p ledger.ClaimParams, now time.Time, mode claimMode) 
 // the one the server returned, or else the current one (nil if absent).
 func (s *Store) blocking(ctx context.Context, key string, cf *conditionFailed) (*ledger.Record, error) {
 	if cf.item == nil {
-		return s.get(ctx, key)
+		return s.read(ctx, key, true)
 	}
 	rec, err := s.lay.decode(cf.item)
 	if err != nil {
@@ -261,15 +309,15 @@ func (s *Store) blocking(ctx context.Context, key string, cf *conditionFailed) (
 	return rec, nil
 }
 
-// get reads the item with a consistent read: nil when absent; an expired
-// record is returned as it is.
-func (s *Store) get(ctx context.Context, key string) (*ledger.Record, error) {
+// read reads the item, with a consistent read when consistent: nil when
+// absent; an expired record is returned as it is.
+func (s *Store) read(ctx context.Context, key string, consistent bool) (*ledger.Record, error) {
 	var out *dynamodb.GetItemOutput
 	err := s.do(ctx, "get", func(ctx context.Context) (err error) {
 		out, err = s.api.GetItem(ctx, &dynamodb.GetItemInput{
 			TableName:      aws.String(s.table),
 			Key:            s.lay.keyOf(key),
-			ConsistentRead: aws.Bool(true),
+			ConsistentRead: aws.Bool(consistent),
 		}, noSDKRetry)
 		return err
 	})
@@ -314,9 +362,13 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 		set += ", #expires_at = :exp"
 		values[":exp"] = nv(seconds(s.cfg.Clock.Now().Add(c.Retention)))
 	}
-	return s.settle(ctx, "complete", key, owner, set, "", values, func(r *ledger.Record) bool {
+	err := s.settle(ctx, "complete", key, owner, set, "", values, func(r *ledger.Record) bool {
 		return r.State == ledger.StateDone
 	})
+	if err == nil {
+		s.sawDone(key)
+	}
+	return err
 }
 
 // Fail records a failure: failed (definite: the attempt number advances and
@@ -433,7 +485,7 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	if key == "" {
 		return nil, fmt.Errorf("%w: key is required", ledger.ErrInvalid)
 	}
-	rec, err := s.get(ctx, key)
+	rec, err := s.read(ctx, key, true)
 	if err != nil {
 		return nil, err
 	}

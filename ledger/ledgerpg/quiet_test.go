@@ -89,7 +89,7 @@ func raceClaims(t *testing.T, pool *pgxpool.Pool, s *ledgerpg.Store, table strin
 	return rs
 }
 
-// Claims that lose a race write nothing (issue 31): four claims of a key
+// Claims that lose a race write nothing: four claims of a key
 // wait for a concurrent claim's transaction, of a new key (the winner's
 // INSERT) and of a failed record (the winner's takeover); once it commits,
 // each is refused by the winner's record, and its own transaction updated

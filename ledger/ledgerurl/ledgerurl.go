@@ -7,7 +7,11 @@
 //	                                   standard AWS chain; &endpoint=URL for a
 //	                                   local or compatible server; &shards=N
 //	                                   for the write-sharded index
-//	                                   (ledgerdynamo.Layout.Shards)
+//	                                   (ledgerdynamo.Layout.Shards); opened
+//	                                   with ledgerdynamo.Open, which refuses
+//	                                   eventually consistent replicas in
+//	                                   other Regions unless
+//	                                   &eventual_replicas=allow
 //	postgres://user@host:5432/db       a PostgreSQL table (?schema=&table=),
 //	                                   created or migrated on open with
 //	                                   Config.Create (ledgerpg)
@@ -287,9 +291,17 @@ func openDynamo(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 	}
 	q := u.Query()
 	for k := range q {
-		if k != "region" && k != "endpoint" && k != "shards" {
-			return nil, fmt.Errorf("%w: unknown parameter %q (region, endpoint, shards)", ErrConfig, k)
+		if k != "region" && k != "endpoint" && k != "shards" && k != "eventual_replicas" {
+			return nil, fmt.Errorf("%w: unknown parameter %q (region, endpoint, shards, eventual_replicas)", ErrConfig, k)
 		}
+	}
+	allow := false
+	switch v := q.Get("eventual_replicas"); v {
+	case "", "refuse":
+	case "allow":
+		allow = true
+	default:
+		return nil, fmt.Errorf("%w: eventual_replicas=%q: want allow (every ledger write goes to one Region) or refuse", ErrConfig, v)
 	}
 	var layout ledgerdynamo.Layout
 	if v := q.Get("shards"); v != "" {
@@ -324,7 +336,13 @@ func openDynamo(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 		ddbOpts = append(ddbOpts, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(ep) })
 	}
 	client := dynamodb.NewFromConfig(awsCfg, ddbOpts...)
-	s := ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: cfg.Clock, Layout: layout})
+	dcfg := &ledgerdynamo.Config{Clock: cfg.Clock, Layout: layout, AllowEventualReplicas: allow}
+	s, err := ledgerdynamo.Open(ctx, client, table, dcfg)
+	if errors.Is(err, ledgerdynamo.ErrNoTable) {
+		s = ledgerdynamo.New(client, table, dcfg) // for init, which creates it
+	} else if err != nil {
+		return nil, err
+	}
 	return &Ledger{
 		Store: s,
 		init: func(ctx context.Context) (string, error) {

@@ -150,6 +150,7 @@ func TestConfigErrors(t *testing.T) {
 		{"dynamodb://t?region=us-east-1&consistent=1", "unknown parameter"},
 		{"dynamodb://t?region=us-east-1&shards=many", `shards="many" is not a number`},
 		{"dynamodb://t?region=us-east-1&shards=-1", "Shards -1: want 0 (unsharded) to 1000"},
+		{"dynamodb://t?region=us-east-1&eventual_replicas=yes", `eventual_replicas="yes": want allow`},
 		{"dynamodb://user:hunter2@t?region=%zz", "not a URL"},
 	} {
 		t.Run(tc.raw, func(t *testing.T) {

@@ -1,4 +1,4 @@
--- Issue 31: a refused claim writes nothing; fewer index entries per write;
+-- A refused claim writes nothing; fewer index entries per write;
 -- autovacuum settings for a table of high churn; the owner's writes as
 -- functions, whose plans the server keeps per connection.
 --
