@@ -87,6 +87,9 @@ func TestOpenReplicas(t *testing.T) {
 				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.says) || store != nil {
 					t.Fatalf("Open = %v, %v; want an error matching %v that says %q", store, err, tc.err, tc.says)
 				}
+				if missing := tc.says == "does not exist"; errors.Is(err, ledgerdynamo.ErrNoTable) != missing {
+					t.Errorf("Open = %v: matches ErrNoTable %v, want %v", err, !missing, missing)
+				}
 				return
 			}
 			if err != nil {
