@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,5 +59,76 @@ func TestOpenURL(t *testing.T) {
 	l.Close()
 	if _, err := ledgerredis.OpenURL(ctx, "redis://"+addr+"/0", nil); !errors.Is(err, ledger.ErrUnavailable) {
 		t.Errorf("OpenURL of a closed port = %v, want ErrUnavailable", err)
+	}
+}
+
+// OpenURL refuses a server that could lose or evict claims, naming the
+// setting, unless the URL or Config accepts the loss; a server that hides
+// CONFIG (as managed services do) can pass only the checks INFO answers.
+func TestOpenURLDurability(t *testing.T) {
+	t.Parallel()
+	always := []string{"--appendonly", "yes", "--appendfsync", "always"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		// The setting refused at each level (power_loss, restart), "" when
+		// the server passes.
+		powerLoss, restart string
+	}{
+		{"no AOF", nil, "appendonly", "appendonly"},
+		{"AOF everysec", []string{"--appendonly", "yes"}, "appendfsync", ""},
+		{"evicting", append(always, "--maxmemory-policy", "allkeys-lru"), "maxmemory-policy", "maxmemory-policy"},
+		{"volatile eviction", append(always, "--maxmemory-policy", "volatile-ttl"), "maxmemory-policy", "maxmemory-policy"},
+		{"durable", always, "", ""},
+		{"no CONFIG", append(always, "--rename-command", "CONFIG", ""), "appendfsync", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			srv, err := redistest.StartBinary(ctx, "redis-server", "redis-server", tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(srv.Close)
+			for _, level := range []struct {
+				param, refused string
+			}{{"", tc.powerLoss}, {"?durability=power_loss", tc.powerLoss}, {"?durability=restart", tc.restart}, {"?durability=unchecked", ""}} {
+				store, err := ledgerredis.OpenURL(ctx, srv.URL+level.param, nil)
+				if level.refused == "" {
+					if err != nil {
+						t.Errorf("OpenURL(%s) = %v, want a store", level.param, err)
+						continue
+					}
+					if _, err := store.Claim(ctx, params("k", "owner-a", time.Now())); err != nil {
+						t.Errorf("Claim through OpenURL(%s): %v", level.param, err)
+					}
+					store.Close()
+					continue
+				}
+				var de *ledgerredis.DurabilityError
+				if !errors.Is(err, ledger.ErrConfig) || !errors.As(err, &de) || de.Setting != level.refused {
+					t.Errorf("OpenURL(%s) = %v, want a DurabilityError on %s matching ErrConfig", level.param, err, level.refused)
+					continue
+				}
+				if msg := err.Error(); !strings.Contains(msg, level.refused) || !strings.Contains(msg, "durability=unchecked") {
+					t.Errorf("the error does not name the setting and the way out: %s", msg)
+				}
+			}
+			// Config.Durability is the same choice; the URL's overrides it.
+			if store, err := ledgerredis.OpenURL(ctx, srv.URL, &ledgerredis.Config{Durability: ledgerredis.DurabilityUnchecked}); err != nil {
+				t.Errorf("OpenURL with Config.Durability unchecked = %v", err)
+			} else {
+				store.Close()
+			}
+			if tc.powerLoss != "" {
+				_, err := ledgerredis.OpenURL(ctx, srv.URL+"?durability=power_loss", &ledgerredis.Config{Durability: ledgerredis.DurabilityUnchecked})
+				if !errors.Is(err, ledger.ErrConfig) {
+					t.Errorf("OpenURL(?durability=power_loss) with Config unchecked = %v, want ErrConfig", err)
+				}
+			}
+		})
+	}
+	if _, err := ledgerredis.OpenURL(context.Background(), "redis://127.0.0.1:1/0?durability=always", nil); !errors.Is(err, ledger.ErrConfig) {
+		t.Errorf("OpenURL(?durability=always) = %v, want ErrConfig", err)
 	}
 }
