@@ -19,7 +19,7 @@ func TestOpenURL(t *testing.T) {
 	url := redistest.URL(t)
 	prefix := redistest.Prefix(t, url)
 
-	store, err := ledgerredis.OpenURL(ctx, url+"?prefix="+prefix+"&wait=0&wait_timeout=2s", nil)
+	store, err := ledgerredis.OpenURL(ctx, url+"?prefix="+prefix+"&wait=0&wait_timeout=2s&spread=16", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +34,13 @@ func TestOpenURL(t *testing.T) {
 		t.Errorf("Get under another prefix: %v, want ErrNotFound", err)
 	}
 	c := redistest.NewClient(t, url)
-	if rec, err := ledgerredis.New(c, &ledgerredis.Config{Prefix: prefix}).Get(ctx, p.Key); err != nil || rec.Owner != p.Owner {
-		t.Errorf("Get under the URL's prefix = %+v, %v", rec, err)
+	if rec, err := ledgerredis.New(c, &ledgerredis.Config{Prefix: prefix, Spread: 16}).Get(ctx, p.Key); err != nil || rec.Owner != p.Owner {
+		t.Errorf("Get under the URL's prefix and spread = %+v, %v", rec, err)
+	}
+	// Without the URL's spread the record is in another bucket: the
+	// layout is the ledger's.
+	if _, err := ledgerredis.New(c, &ledgerredis.Config{Prefix: prefix}).Get(ctx, p.Key); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("Get under the URL's prefix without its spread: %v, want ErrNotFound", err)
 	}
 
 	for _, bad := range []string{
@@ -43,6 +48,10 @@ func TestOpenURL(t *testing.T) {
 		url + "?wait=-1",
 		url + "?wait_timeout=soon",
 		url + "?unknown_option=1",
+		url + "?spread=0",
+		url + "?spread=257",
+		url + "?spread=many",
+		url + "?durability=always",
 		"http://127.0.0.1:6379",
 	} {
 		if _, err := ledgerredis.OpenURL(ctx, bad, nil); !errors.Is(err, ledger.ErrConfig) {
@@ -127,8 +136,5 @@ func TestOpenURLDurability(t *testing.T) {
 				}
 			}
 		})
-	}
-	if _, err := ledgerredis.OpenURL(context.Background(), "redis://127.0.0.1:1/0?durability=always", nil); !errors.Is(err, ledger.ErrConfig) {
-		t.Errorf("OpenURL(?durability=always) = %v, want ErrConfig", err)
 	}
 }

@@ -343,10 +343,11 @@ func checkServer(ctx context.Context, c redis.Cmdable, addr string, d Durability
 // Close closes the connections.
 //
 // The URL is what go-redis's ParseURL reads (redis://[user:password@]host:port/db,
-// rediss:// for TLS, unix://), plus four parameters of the store, which
+// rediss:// for TLS, unix://), plus five parameters of the store, which
 // override cfg: prefix (Config.Prefix), wait (Config.WaitReplicas),
-// wait_timeout (Config.WaitTimeout, a Go duration) and durability
-// (Config.Durability: power_loss, restart or unchecked). For example
+// wait_timeout (Config.WaitTimeout, a Go duration), durability
+// (Config.Durability: power_loss, restart or unchecked) and spread
+// (Config.Spread). For example
 // redis://127.0.0.1:6379/0?prefix=agents&wait=1.
 //
 // A server whose configuration does not give the durability is refused
@@ -393,7 +394,14 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 		}
 		c.Durability = d
 	}
-	for _, p := range []string{"prefix", "wait", "wait_timeout", "durability"} {
+	if v := q.Get("spread"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxSpread {
+			return nil, fmt.Errorf("%w: ledgerredis: spread=%q is not a number of buckets from 1 to %d", ledger.ErrConfig, v, MaxSpread)
+		}
+		c.Spread = n
+	}
+	for _, p := range []string{"prefix", "wait", "wait_timeout", "durability", "spread"} {
 		q.Del(p)
 	}
 	u.RawQuery = q.Encode()
