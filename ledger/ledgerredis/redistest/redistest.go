@@ -4,7 +4,10 @@
 // always, maxmemory-policy noeviction), else a redis-server so configured
 // that it starts on a free loopback port (installing the Debian package
 // when the binary is missing) and stops, by its process id, when the tests
-// end. Each test works under its own key prefix, deleted when it ends.
+// end. The files of a server it starts live in memory (tmpfs) where the
+// machine allows: its appendfsync always costs no disk sync, so the tests
+// and benchmarks on it measure the server, not the disk. Each test works
+// under its own key prefix, deleted when it ends.
 //
 // Call Main from TestMain:
 //
@@ -115,7 +118,7 @@ func startOn(ctx context.Context, path string, args []string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "redistest")
+	dir, err := os.MkdirTemp(memDir(), "redistest")
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +145,23 @@ func startOn(ctx context.Context, path string, args []string) (*Server, error) {
 		return nil, fmt.Errorf("redistest: %s did not answer on %s", path, s.URL)
 	}
 	return s, nil
+}
+
+// memDir returns a directory in memory (tmpfs) for the servers' files
+// where the machine has one, else "" (the temporary directory): the
+// server Start starts syncs its append-only file after every write, as
+// ledgerredis requires by default, and the tests need the configuration,
+// not a disk's sync latency.
+func memDir() string {
+	const shm = "/dev/shm"
+	if fi, err := os.Stat(shm); err == nil && fi.IsDir() {
+		if f, err := os.CreateTemp(shm, "redistest-probe"); err == nil {
+			f.Close()
+			os.Remove(f.Name())
+			return shm
+		}
+	}
+	return ""
 }
 
 // Close stops the server when Start started it, by its process id.
