@@ -147,10 +147,14 @@ func (e *DurabilityError) Error() string {
 	if e.Value == "" {
 		have = fmt.Sprintf("%s cannot be read (%v)", e.Setting, e.Err)
 	}
+	accept := "durability=unchecked"
+	if e.Setting == "appendfsync" {
+		accept = "durability=restart (a crash of the machine loses the last writes) or durability=unchecked"
+	}
 	return fmt.Sprintf("ledgerredis: %v: the server at %s would lose or evict claims: %s, durability %s needs %s %s "+
 		"(set it in the server's configuration, e.g. CONFIG SET %s %s and CONFIG REWRITE; "+
-		"or accept the loss with Config.Durability or the URL parameter durability=restart or durability=unchecked)",
-		ledger.ErrConfig, e.Addr, have, e.Required, e.Setting, e.Want, e.Setting, e.Want)
+		"or accept the loss with Config.Durability or the URL parameter %s)",
+		ledger.ErrConfig, e.Addr, have, e.Required, e.Setting, e.Want, e.Setting, e.Want, accept)
 }
 
 // Unwrap returns ledger.ErrConfig and the error that kept the setting
