@@ -36,7 +36,7 @@ func ledgerFlag(cmd *cobra.Command) *string {
 }
 
 // urlForms are the forms of a ledger URL.
-const urlForms = "sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://user@host/db[?schema=S&table=T] or redis://host:6379/0[?prefix=P&wait=N]"
+const urlForms = "sqlite://path/idem.db, dynamodb://TABLE?region=R[&endpoint=URL], postgres://user@host/db[?schema=S&table=T] or redis://host:6379/0[?prefix=P&wait=N&durability=D]"
 
 // openLedger opens the ledger at raw; create lets a SQLite file be made.
 func openLedger(ctx context.Context, raw string, create bool) (*ledgerurl.Ledger, error) {
@@ -557,12 +557,14 @@ func newLedgerPurgeCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "purge",
-		Short: "Delete expired records (SQLite, PostgreSQL; DynamoDB and Redis expire them themselves)",
+		Short: "Delete expired records (SQLite, PostgreSQL, Redis; DynamoDB expires them itself)",
 		Long: `Delete the records whose retention ended more than --before ago (0: every
 expired record). Expired records already read as absent; purging reclaims
 their space. Run it on a schedule next to a SQLite or PostgreSQL ledger
-(cron, a systemd timer, or idem reconcile --purge). DynamoDB deletes
-expired records itself through its TTL, Redis through its keys' expiry.`,
+(cron, a systemd timer, or idem reconcile --purge). Redis deletes an
+expired record's key itself a minute after its retention; purge deletes
+them sooner and drops their entries from its indexes, in bounded steps.
+DynamoDB deletes expired records itself through its TTL.`,
 		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)

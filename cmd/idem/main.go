@@ -113,7 +113,9 @@ A ledger is chosen by URL with --ledger or the IDEM_LEDGER environment
 variable: sqlite://path/idem.db (the default: ./idem.db),
 dynamodb://TABLE?region=REGION[&endpoint=URL] (credentials from the
 standard AWS chain), postgres://user@host/db[?schema=S&table=T] or
-redis://host:6379/0[?prefix=P&wait=N].
+redis://host:6379/0[?prefix=P&wait=N&durability=D] (a server that
+would lose or evict claims is refused unless durability=restart or
+unchecked says what to accept).
 
 Exit status: 0 success, 1 operational failure, 2 usage or configuration error.`,
 		SilenceErrors:     true,

@@ -161,7 +161,7 @@ Several sweepers may run at once: each claims a record before acting.`,
 	f.DurationVar(&interval, "interval", time.Minute, "time between sweeps with --watch")
 	f.DurationVar(&minAge, "min-age", 0, "leave alone uncertain records settled less than this long ago")
 	f.StringVar(&run, "run", "", "only the records of this run")
-	f.BoolVar(&purge, "purge", false, "after each sweep, delete expired records (SQLite, PostgreSQL; DynamoDB and Redis expire them themselves)")
+	f.BoolVar(&purge, "purge", false, "after each sweep, delete expired records (SQLite, PostgreSQL, Redis; DynamoDB expires them itself)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per line: each resolution, then the sweep's report")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if len(toolMap) == 0 {

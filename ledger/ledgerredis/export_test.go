@@ -34,3 +34,22 @@ func FillDone(ctx context.Context, s *Store, keys []string, at time.Time) error 
 func redisZ(score int64, member string) redis.Z {
 	return redis.Z{Score: float64(score), Member: member}
 }
+
+// ScriptNames maps the SHA1 of each script to its name, for reading the
+// server's SLOWLOG.
+func ScriptNames() map[string]string {
+	return map[string]string{
+		claimScript.Hash(): "claim", completeScript.Hash(): "complete", failScript.Hash(): "fail",
+		extendScript.Hash(): "extend", listScanScript.Hash(): "list", dropStaleScript.Hash(): "drop-stale",
+		reindexOneScript.Hash(): "reindex", scanScript.Hash(): "scan", purgeOneScript.Hash(): "purge",
+	}
+}
+
+// Tags returns the hash tags of s's buckets.
+func Tags(s *Store) []string {
+	tags := make([]string, len(s.tags))
+	for i, t := range s.tags {
+		tags[i] = t[1 : len(t)-2] // "{tag}:"
+	}
+	return tags
+}

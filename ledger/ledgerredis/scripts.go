@@ -2,8 +2,9 @@ package ledgerredis
 
 import "github.com/redis/go-redis/v9"
 
-// The Lua scripts. Each runs atomically on the server and touches the keys
-// of one bucket only (one hash slot). The write scripts take KEYS[1] the
+// The Lua scripts. Each runs atomically on the server, touches the keys
+// of one bucket only (one hash slot), and only keys it declares (KEYS), as
+// a cluster requires. The write scripts take KEYS[1] the
 // record, KEYS[2] the bucket's pending index, KEYS[3] the bucket's index of
 // all records, KEYS[4], [5] and [6] its uncertain, done and failed indexes;
 // ARGV[1] is the action key (the member of the indexes) and ARGV[2] the
@@ -39,15 +40,17 @@ end
 -- List reads the records of a state, and only those, in cursor order.
 local stateIndex = {pending = 2, uncertain = 4, done = 5, failed = 6}
 
--- prune drops from the indexes the records whose keys have gone (the
--- index of all records is scored by when a key goes).
+-- prune drops from the indexes at most pruneBatch records whose keys
+-- have gone (the index of all records is scored by when a key goes), so
+-- that a write after a quiet period does not hold the server for long:
+-- each write of a bucket trims a little, Store.Purge the rest in bounded
+-- steps.
+local pruneBatch = 64
 local function prune(now)
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
-  for j = 1, #dead, 1000 do
-    local chunk = {unpack(dead, j, math.min(j + 999, #dead))}
-    for _, i in pairs(stateIndex) do redis.call('ZREM', KEYS[i], unpack(chunk)) end
-  end
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. now)
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. now, 'LIMIT', 0, pruneBatch)
+  if #dead == 0 then return end
+  for _, i in pairs(stateIndex) do redis.call('ZREM', KEYS[i], unpack(dead)) end
+  redis.call('ZREM', KEYS[3], unpack(dead))
 end
 
 -- keep sets the record's TTL and its place in the bucket's indexes. An
@@ -132,6 +135,7 @@ var completeScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
 if not l then return 0 end
+prune(ARGV[2])
 if tonumber(ARGV[9]) > 0 then e = now + tonumber(ARGV[9]) end
 redis.call('HSET', KEYS[1], 's', 'done', 'l', ARGV[2], 'm', ARGV[4], 'r', ARGV[5],
   'x', ARGV[6], 'z', ARGV[7], 'w', ARGV[2], 'e', e)
@@ -147,6 +151,7 @@ var failScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
 if not l then return 0 end
+prune(ARGV[2])
 local s = 'uncertain'
 if ARGV[5] == '1' then
   s = 'failed'
@@ -176,79 +181,120 @@ keep('pending', l, e, now, tonumber(ARGV[5]))
 return 1
 `)
 
-// luaAfter finds where a walk of a sorted set resumes after the position
-// (score, member): the rank after the member when it is still there with
-// that score, else the rank of the first entry of that score, with the
-// entries of that score up to the member (in member order) to be skipped.
+// luaAfter finds the rank at which a walk of a sorted set resumes after
+// the position (score, member), given as the strings of the arguments:
+// the rank after the member when it is still there with that score; else,
+// as entries of one score sort by member (bytewise), the rank of the first
+// entry of that score whose member sorts after it (a binary search), or
+// of the first entry of a higher score. It never reads an entry twice,
+// however many entries share a score.
 const luaAfter = `
+local function bytesLE(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = a:byte(i), b:byte(i)
+    if x ~= y then return x < y end
+  end
+  return #a <= #b
+end
 local function after(key, score, member)
-  if not score then return 0, false end
+  if score == '' then return 0 end
   local sc = redis.call('ZSCORE', key, member)
-  if sc and tonumber(sc) == score then return redis.call('ZRANK', key, member) + 1, false end
-  return redis.call('ZCOUNT', key, '-inf', '(' .. score), true
+  if sc and tonumber(sc) == tonumber(score) then return redis.call('ZRANK', key, member) + 1 end
+  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. score)
+  local hi = redis.call('ZCOUNT', key, '-inf', score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if bytesLE(redis.call('ZRANGE', key, mid, mid)[1], member) then lo = mid + 1 else hi = mid end
+  end
+  return lo
 end
 `
 
-// listScript reads one page of one state's index KEYS[1] (scored by lease
-// end) after a cursor. ARGV[1] the records' key prefix, [2] now, [3] the
-// state, [4] run id or "", [5] lease before (ms) or "", [6] the cursor's
-// lease end (ms) or "" for none, [7] its key, [8] the records wanted,
-// [9] the index entries to read at most. It drops entries whose record is
-// gone or has left the state. Returns {done (1: nothing after what was
-// read), lease and key of the last entry read (or the cursor), key, flat
-// hash, ...}.
-var listScript = redis.NewScript(luaGone + luaToMap + luaAfter + `
-local now = tonumber(ARGV[2])
-local lb, al, ak = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local want, page = tonumber(ARGV[8]), tonumber(ARGV[9])
-local start, skipTies = after(KEYS[1], al, ak)
+// listScanScript reads one page of one state's index KEYS[1] (scored by
+// lease end) after a cursor, without reading the records: a script reads
+// only the keys it declares, as a cluster requires, and the client reads
+// the records (pipelined). ARGV[1] lease before (ms) or "", [2] the
+// cursor's lease end (ms) or "" for none, [3] its key, [4] the entries to
+// read at most. Returns {done (1: nothing after what was read), lease and
+// key of the last entry read (or the cursor), key, lease, ...}.
+var listScanScript = redis.NewScript(luaAfter + `
+local lb = tonumber(ARGV[1])
+local page = tonumber(ARGV[4])
+local start = after(KEYS[1], ARGV[2], ARGV[3])
 local entries = redis.call('ZRANGE', KEYS[1], start, start + page - 1, 'WITHSCORES')
-local out, found = {0, ARGV[6], ARGV[7]}, 0
+local out = {0, ARGV[2], ARGV[3]}
 for i = 1, #entries, 2 do
   local m, l = entries[i], tonumber(entries[i + 1])
   if lb and l >= lb then
     out[1] = 1
     return out
   end
-  if not (skipTies and l == al and m <= ak) then
-    out[2], out[3] = string.format('%.0f', l), m
-    local flat = redis.call('HGETALL', ARGV[1] .. m)
-    local r = tomap(flat)
-    if #flat == 0 or r.s ~= ARGV[3] then
-      redis.call('ZREM', KEYS[1], m)
-    elseif not gone(r.s, tonumber(r.e), now) and (ARGV[4] == '' or r.u == ARGV[4]) then
-      out[#out + 1] = m
-      out[#out + 1] = flat
-      found = found + 1
-      if found >= want then return out end
-    end
-  end
+  local ls = string.format('%.0f', l)
+  out[2], out[3] = ls, m
+  out[#out + 1] = m
+  out[#out + 1] = ls
 end
 if #entries < 2 * page then out[1] = 1 end
 return out
 `)
 
-// reindexScript puts the records of one bucket in their state's index,
-// one page of the index of all records KEYS[1] at a time: KEYS[2] to [5]
-// the pending, uncertain, done and failed indexes. ARGV[1] the records'
-// key prefix, [2] the score of the last entry done or "", [3] its member,
-// [4] the entries to read. Returns {done (1 or 0), score, member of the
-// last entry read}.
-var reindexScript = redis.NewScript(luaAfter + `
-local index = {pending = KEYS[2], uncertain = KEYS[3], done = KEYS[4], failed = KEYS[5]}
-local as, am = tonumber(ARGV[2]), ARGV[3]
-local start, skipTies = after(KEYS[1], as, am)
-local page = tonumber(ARGV[4])
+// dropStaleScript drops the action key ARGV[1] from the state index
+// KEYS[1] unless its record KEYS[2] is (still, or again) in the state
+// ARGV[2]: List found the entry's record gone or in another state.
+// Returns 1 when it dropped the entry.
+var dropStaleScript = redis.NewScript(`
+if redis.call('HGET', KEYS[2], 's') == ARGV[2] then return 0 end
+return redis.call('ZREM', KEYS[1], ARGV[1])
+`)
+
+// reindexOneScript puts one record in its state's index; the keys are
+// those of the write scripts, ARGV[1] the action key. Returns 1 when the
+// record exists.
+var reindexOneScript = redis.NewScript(`
+local index = {pending = KEYS[2], uncertain = KEYS[4], done = KEYS[5], failed = KEYS[6]}
+local r = redis.call('HMGET', KEYS[1], 's', 'l')
+if not r[1] then return 0 end
+if index[r[1]] then redis.call('ZADD', index[r[1]], r[2], ARGV[1]) end
+return 1
+`)
+
+// scanScript reads one page of a bucket's index of all records KEYS[1]
+// (scored by when a key goes) after a position, up to a score, for Purge
+// and the indexing of an older ledger:
+// ARGV[1] the score of the last entry read or "", [2] its member, [3] the
+// highest score to read, [4] the entries to read at most. Returns {done
+// (1: nothing after what was read), score, member of the last entry read,
+// the members read...}.
+var scanScript = redis.NewScript(luaAfter + `
+local start = after(KEYS[1], ARGV[1], ARGV[2])
+local page, upTo = tonumber(ARGV[4]), tonumber(ARGV[3])
 local entries = redis.call('ZRANGE', KEYS[1], start, start + page - 1, 'WITHSCORES')
-local out = {0, ARGV[2], ARGV[3]}
+local out = {0, ARGV[1], ARGV[2]}
 for i = 1, #entries, 2 do
   local m, d = entries[i], tonumber(entries[i + 1])
-  if not (skipTies and d == as and m <= am) then
-    local r = redis.call('HMGET', ARGV[1] .. m, 's', 'l')
-    if r[1] and index[r[1]] then redis.call('ZADD', index[r[1]], r[2], m) end
-    out[2], out[3] = string.format('%.0f', d), m
+  if d > upTo then
+    out[1] = 1
+    return out
   end
+  out[2], out[3] = string.format('%.0f', d), m
+  out[#out + 1] = m
 end
 if #entries < 2 * page then out[1] = 1 end
 return out
+`)
+
+// purgeOneScript deletes one record when it expired at a time, and drops
+// it from its bucket's indexes when deleted or gone; the keys are those of
+// the write scripts. ARGV[1] the action key, [2] the time (ms). Returns 1
+// when it deleted the record, else 0.
+var purgeOneScript = redis.NewScript(luaGone + `
+local r = redis.call('HMGET', KEYS[1], 's', 'e')
+local deleted = 0
+if r[1] then
+  if not gone(r[1], tonumber(r[2]), tonumber(ARGV[2])) then return 0 end
+  redis.call('DEL', KEYS[1])
+  deleted = 1
+end
+for i = 2, 6 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+return deleted
 `)

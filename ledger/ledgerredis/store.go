@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -19,10 +20,16 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 )
 
-// Buckets is the number of buckets the records are spread over. Each
-// bucket has its own hash tag, so on Redis Cluster or Valkey Cluster the
-// ledger spans up to this many hash slots. It is part of the key layout.
+// Buckets is the number of buckets the records are spread over in the
+// layout of a Store whose Config.Spread is zero (the layout of every
+// ledger before Spread existed). Each bucket has its own hash tag,
+// {prefix:b}, so on Redis Cluster or Valkey Cluster the ledger spans up to
+// this many hash slots, placed where the tags hash (4, 8 and 4 of the 16
+// on three masters). It is part of the key layout.
 const Buckets = 16
+
+// MaxSpread is the largest Config.Spread.
+const MaxSpread = 256
 
 // Defaults of Config.
 const (
@@ -34,6 +41,10 @@ const (
 // listPage is how many index entries one run of the list script reads, so
 // that no script holds the server for long.
 const listPage = 256
+
+// purgePage is how many index entries one step of Purge reads; each is
+// then checked, and deleted when expired, by a script of its own.
+const purgePage = 256
 
 // ErrNotReplicated: fewer replicas than Config.WaitReplicas acknowledged a
 // write within Config.WaitTimeout. The write took effect on the primary
@@ -60,6 +71,99 @@ type Config struct {
 	// abandoned record over and reconciles; after it the key is gone and
 	// a claim starts afresh.
 	PendingGrace time.Duration
+	// Durability is what OpenURL and Check require of the server's
+	// configuration (default DurabilityPowerLoss).
+	Durability Durability
+	// Spread, when above zero (at most MaxSpread), spreads the records
+	// over that many buckets whose hash tags are chosen so that their
+	// slots lie at the middles of as many equal ranges of the 16384 slots
+	// of a cluster: masters that own equal contiguous ranges (what
+	// redis-cli --cluster create makes) hold equal shares of the buckets,
+	// within one. Zero keeps the layout of earlier versions, Buckets
+	// buckets placed where their tags hash. It is part of the key layout:
+	// every Store of a ledger uses the same value, and a ledger that holds
+	// records keeps the value it was written with (a Store with another
+	// value does not find them). New clamps it to MaxSpread.
+	Spread int
+}
+
+// Durability is what OpenURL and Store.Check require of the server's
+// configuration before the ledger is used: a server that can lose or
+// evict an acknowledged claim lets an action run twice.
+type Durability int
+
+const (
+	// DurabilityPowerLoss, the default, requires appendonly yes,
+	// appendfsync always and maxmemory-policy noeviction: an acknowledged
+	// write survives a power loss of the server's machine, and no record
+	// is evicted. A server that refuses CONFIG GET (many managed services)
+	// cannot show its appendfsync, and is refused at this level.
+	DurabilityPowerLoss Durability = iota
+	// DurabilityRestart requires appendonly yes (any appendfsync) and
+	// maxmemory-policy noeviction, both read from INFO: an acknowledged
+	// write survives a restart or crash of the server process, not of its
+	// machine (with appendfsync everysec, about the last second of writes
+	// is lost).
+	DurabilityRestart
+	// DurabilityUnchecked checks nothing: for a server whose durability
+	// lies elsewhere (a managed service whose replication you accept) and
+	// for tests. What a crash then loses is described in the package's
+	// README.
+	DurabilityUnchecked
+)
+
+// String returns the name of d as the URL parameter durability takes it:
+// power_loss, restart or unchecked.
+func (d Durability) String() string {
+	switch d {
+	case DurabilityPowerLoss:
+		return "power_loss"
+	case DurabilityRestart:
+		return "restart"
+	case DurabilityUnchecked:
+		return "unchecked"
+	}
+	return "Durability(" + strconv.Itoa(int(d)) + ")"
+}
+
+// DurabilityError: the server's configuration does not give the
+// Durability the store requires. It matches ledger.ErrConfig.
+type DurabilityError struct {
+	// Addr is the server refused (on a cluster, the master).
+	Addr string
+	// Setting is the server setting at fault (appendonly, appendfsync,
+	// maxmemory-policy), Value what the server has ("" when it could not
+	// be read) and Want what the required Durability needs.
+	Setting, Value, Want string
+	// Required is the Durability the store requires.
+	Required Durability
+	// Err is why the setting could not be read, if it could not.
+	Err error
+}
+
+// Error names the setting, what it is, and the fix.
+func (e *DurabilityError) Error() string {
+	have := fmt.Sprintf("%s is %s", e.Setting, e.Value)
+	if e.Value == "" {
+		have = fmt.Sprintf("%s cannot be read (%v)", e.Setting, e.Err)
+	}
+	accept := "durability=unchecked"
+	if e.Setting == "appendfsync" {
+		accept = "durability=restart (a crash of the machine loses the last writes) or durability=unchecked"
+	}
+	return fmt.Sprintf("ledgerredis: %v: the server at %s would lose or evict claims: %s, durability %s needs %s %s "+
+		"(set it in the server's configuration, e.g. CONFIG SET %s %s and CONFIG REWRITE; "+
+		"or accept the loss with Config.Durability or the URL parameter %s)",
+		ledger.ErrConfig, e.Addr, have, e.Required, e.Setting, e.Want, e.Setting, e.Want, accept)
+}
+
+// Unwrap returns ledger.ErrConfig and the error that kept the setting
+// from being read, if any.
+func (e *DurabilityError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ledger.ErrConfig, e.Err}
+	}
+	return []error{ledger.ErrConfig}
 }
 
 // Store is a ledger.Store on a Redis or Valkey server (or cluster). It is
@@ -71,6 +175,8 @@ type Store struct {
 	wait         int
 	waitTimeout  time.Duration
 	pendingGrace int64 // ms
+	durability   Durability
+	tags         []string // the start of each bucket's keys: "{tag}:"
 
 	// owned is the client OpenURL made, which Close closes; nil for a
 	// client of the caller's.
@@ -81,12 +187,14 @@ type Store struct {
 }
 
 var (
-	_ ledger.Store = (*Store)(nil)
-	_ io.Closer    = (*Store)(nil)
+	_ ledger.Store  = (*Store)(nil)
+	_ ledger.Purger = (*Store)(nil)
+	_ io.Closer     = (*Store)(nil)
 )
 
 // New returns a Store on client. The client stays the caller's: closing it
-// is the caller's job.
+// is the caller's job. New does not look at the server: call Store.Check
+// to refuse a server that could lose or evict claims, as OpenURL does.
 func New(client redis.UniversalClient, cfg *Config) *Store {
 	s := &Store{c: client, clock: clock.System{}, prefix: DefaultPrefix,
 		waitTimeout: DefaultWaitTimeout, pendingGrace: DefaultPendingGrace.Milliseconds()}
@@ -106,17 +214,149 @@ func New(client redis.UniversalClient, cfg *Config) *Store {
 	if cfg.PendingGrace > 0 {
 		s.pendingGrace = cfg.PendingGrace.Milliseconds()
 	}
+	s.durability = cfg.Durability
+	if cfg.Spread > 0 {
+		s.tags = spreadTags(s.prefix, min(cfg.Spread, MaxSpread))
+	} else {
+		s.tags = legacyTags(s.prefix)
+	}
 	return s
 }
 
-// OpenURL connects to the server at rawurl, checks that it answers, and
-// returns a Store on it, whose Close closes the connections.
+// legacyTags returns the keys' starts of the Buckets buckets of the layout
+// of a Store without Spread: "{prefix:b}:".
+func legacyTags(prefix string) []string {
+	tags := make([]string, Buckets)
+	for b := range tags {
+		tags[b] = "{" + prefix + ":" + strconv.Itoa(b) + "}:"
+	}
+	return tags
+}
+
+// spreadTags returns the keys' starts of n buckets whose hash slots lie
+// at the middles of n equal ranges of the slots: bucket b's tag is
+// "prefix:b.j" with the first j whose slot lies in the middle half of the
+// b-th range.
+func spreadTags(prefix string, n int) []string {
+	tags := make([]string, n)
+	for b := range tags {
+		lo, hi := (4*b+1)*slots/(4*n), (4*b+3)*slots/(4*n)
+		for j := 0; ; j++ {
+			tag := prefix + ":" + strconv.Itoa(b) + "." + strconv.Itoa(j)
+			if slot := int(crc16(tag)) % slots; slot >= lo && slot < hi {
+				tags[b] = "{" + tag + "}:"
+				break
+			}
+		}
+	}
+	return tags
+}
+
+// slots is the number of hash slots of a cluster.
+const slots = 16384
+
+// crc16 is the CRC16 of a cluster's key hash slots (XMODEM: polynomial
+// 0x1021, initial value 0).
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// Check reads the server's configuration (on a cluster, every master's)
+// and returns a *DurabilityError when it does not give Config.Durability:
+// appendonly (INFO persistence), maxmemory-policy (INFO memory) and, for
+// DurabilityPowerLoss, appendfsync (CONFIG GET). OpenURL calls it; a
+// program that makes its Store with New calls it before using the store.
+// A server that cannot be reached is an error matching
+// ledger.ErrUnavailable.
+func (s *Store) Check(ctx context.Context) error {
+	if s.durability == DurabilityUnchecked {
+		return nil
+	}
+	if cc, ok := s.c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			return checkServer(ctx, node, node.Options().Addr, s.durability)
+		})
+	}
+	addr := ""
+	if c, ok := s.c.(*redis.Client); ok {
+		addr = c.Options().Addr
+	}
+	return checkServer(ctx, s.c, addr, s.durability)
+}
+
+// checkServer checks one server's configuration against d.
+func checkServer(ctx context.Context, c redis.Cmdable, addr string, d Durability) error {
+	info, err := c.Info(ctx, "persistence", "memory").Result()
+	if err != nil {
+		return unavailable(err)
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	refuse := func(setting, value, want string, err error) error {
+		return &DurabilityError{Addr: addr, Setting: setting, Value: value, Want: want, Required: d, Err: err}
+	}
+	switch aof, ok := fields["aof_enabled"]; {
+	case !ok:
+		return refuse("appendonly", "", "yes", errors.New("INFO persistence has no aof_enabled"))
+	case aof != "1":
+		return refuse("appendonly", "no", "yes", nil)
+	}
+	policy, ok := fields["maxmemory_policy"]
+	if !ok {
+		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			return refuse("maxmemory-policy", "", "noeviction", err)
+		}
+		policy = v["maxmemory-policy"]
+	}
+	if policy != "noeviction" {
+		return refuse("maxmemory-policy", policy, "noeviction", nil)
+	}
+	if d == DurabilityPowerLoss {
+		v, err := c.ConfigGet(ctx, "appendfsync").Result()
+		if err == nil && v["appendfsync"] == "" {
+			err = errors.New("CONFIG GET appendfsync answered nothing")
+		}
+		if err != nil {
+			return refuse("appendfsync", "", "always", err)
+		}
+		if v["appendfsync"] != "always" {
+			return refuse("appendfsync", v["appendfsync"], "always", nil)
+		}
+	}
+	return nil
+}
+
+// OpenURL connects to the server at rawurl, checks that its configuration
+// gives Config.Durability (Store.Check), and returns a Store on it, whose
+// Close closes the connections.
 //
 // The URL is what go-redis's ParseURL reads (redis://[user:password@]host:port/db,
-// rediss:// for TLS, unix://), plus three parameters of the store, which
-// override cfg: prefix (Config.Prefix), wait (Config.WaitReplicas) and
-// wait_timeout (Config.WaitTimeout, a Go duration). For example
+// rediss:// for TLS, unix://), plus five parameters of the store, which
+// override cfg: prefix (Config.Prefix), wait (Config.WaitReplicas),
+// wait_timeout (Config.WaitTimeout, a Go duration), durability
+// (Config.Durability: power_loss, restart or unchecked) and spread
+// (Config.Spread). For example
 // redis://127.0.0.1:6379/0?prefix=agents&wait=1.
+//
+// A server whose configuration does not give the durability is refused
+// with a *DurabilityError (matching ledger.ErrConfig) that names the
+// setting and the fix.
 //
 // A server that cannot be reached is an error matching
 // ledger.ErrUnavailable. go-redis also prints each failed dial through its
@@ -151,7 +391,21 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 		}
 		c.WaitTimeout = d
 	}
-	for _, p := range []string{"prefix", "wait", "wait_timeout"} {
+	if v := q.Get("durability"); v != "" {
+		d, ok := map[string]Durability{"power_loss": DurabilityPowerLoss, "restart": DurabilityRestart, "unchecked": DurabilityUnchecked}[v]
+		if !ok {
+			return nil, fmt.Errorf("%w: ledgerredis: durability=%q is not power_loss, restart or unchecked", ledger.ErrConfig, v)
+		}
+		c.Durability = d
+	}
+	if v := q.Get("spread"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxSpread {
+			return nil, fmt.Errorf("%w: ledgerredis: spread=%q is not a number of buckets from 1 to %d", ledger.ErrConfig, v, MaxSpread)
+		}
+		c.Spread = n
+	}
+	for _, p := range []string{"prefix", "wait", "wait_timeout", "durability", "spread"} {
 		q.Del(p)
 	}
 	u.RawQuery = q.Encode()
@@ -166,6 +420,10 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 	}
 	s := New(client, &c)
 	s.owned = client
+	if err := s.Check(ctx); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -190,11 +448,11 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 func (s *Store) bucket(key string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	return s.tag(int(h.Sum32() % Buckets))
+	return s.tag(int(h.Sum32() % uint32(len(s.tags))))
 }
 
-// tag returns the start of every key of bucket b: "{prefix:b}:".
-func (s *Store) tag(b int) string { return "{" + s.prefix + ":" + strconv.Itoa(b) + "}:" }
+// tag returns the start of every key of bucket b: "{tag}:".
+func (s *Store) tag(b int) string { return s.tags[b] }
 
 // keys returns the record key and the bucket's index keys, as the write
 // scripts take them.
@@ -394,64 +652,167 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		leaseBefore = strconv.FormatInt(before, 10)
 	}
 	fetch := func(ctx context.Context, reqs []listmerge.Request) ([]listmerge.Reply, error) {
-		now := ms(s.clock.Now())
-		args := func(r listmerge.Request) (string, []any) {
+		// A page of each source's index, pipelined.
+		calls := make([]evalCall, len(reqs))
+		for i, r := range reqs {
 			b, state := r.Source/len(states), states[r.Source%len(states)]
 			afterLease := ""
 			if !r.After.IsZero() {
 				afterLease = strconv.FormatInt(ms(r.After.LeaseUntil), 10)
 			}
-			return s.stateIndex(b, state), []any{s.tag(b) + "r:", now, string(state), f.RunID, leaseBefore,
-				afterLease, r.After.Key, r.N, listPage}
+			calls[i] = evalCall{keys: []string{s.stateIndex(b, state)}, args: []any{leaseBefore, afterLease, r.After.Key, min(r.N, listPage)}}
 		}
-		cmds := make([]*redis.Cmd, len(reqs))
-		_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, r := range reqs {
-				index, a := args(r)
-				cmds[i] = listScript.EvalSha(ctx, p, []string{index}, a...)
+		scans, err := s.evalPipelined(ctx, listScanScript, calls)
+		if err != nil {
+			return nil, err
+		}
+		type entry struct {
+			req int
+			key string
+		}
+		var entries []entry
+		replies := make([]listmerge.Reply, len(reqs))
+		for i, v := range scans {
+			flat, ok := v.([]any)
+			if !ok || len(flat) < 3 || len(flat)%2 != 1 {
+				return nil, unexpected(v)
+			}
+			done, _ := flat[0].(int64)
+			replies[i] = listmerge.Reply{Done: done == 1, Next: reqs[i].After}
+			if lease, err := strconv.ParseInt(str(flat[1]), 10, 64); err == nil {
+				replies[i].Next = ledger.Cursor{LeaseUntil: time.UnixMilli(lease).UTC(), Key: str(flat[2])}
+			}
+			for j := 3; j < len(flat); j += 2 {
+				entries = append(entries, entry{req: i, key: str(flat[j])})
+			}
+		}
+		if len(entries) == 0 {
+			return replies, nil
+		}
+		// Their records, pipelined: each in the slot of its index.
+		reads := make([]*redis.MapStringStringCmd, len(entries))
+		if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for k, e := range entries {
+				reads[k] = p.HGetAll(ctx, s.keys(e.key)[0])
 			}
 			return nil
-		})
-		if err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		}); err != nil {
 			return nil, unavailable(err)
 		}
-		replies := make([]listmerge.Reply, len(reqs))
-		for i, cmd := range cmds {
-			if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-				index, a := args(reqs[i])
-				cmd = listScript.Run(ctx, s.c, []string{index}, a...)
+		now := s.clock.Now()
+		var stale []evalCall
+		for k, e := range entries {
+			state := states[reqs[e.req].Source%len(states)]
+			m := reads[k].Val()
+			if len(m) == 0 || m["s"] != string(state) {
+				// Gone, or left the state since: the entry goes, unless
+				// the record is back in the state by then.
+				stale = append(stale, evalCall{keys: []string{calls[e.req].keys[0], s.keys(e.key)[0]}, args: []any{e.key, string(state)}})
+				continue
 			}
-			v, err := cmd.Slice()
+			r, err := fromMap(e.key, m)
 			if err != nil {
-				return nil, unavailable(err)
-			}
-			if replies[i], err = listReply(v, reqs[i].After); err != nil {
 				return nil, err
 			}
+			if r.Expired(now) || (f.RunID != "" && r.RunID != f.RunID) {
+				continue
+			}
+			replies[e.req].Records = append(replies[e.req].Records, *r)
+		}
+		if _, err := s.evalPipelined(ctx, dropStaleScript, stale); err != nil {
+			return nil, err
 		}
 		return replies, nil
 	}
-	return listmerge.Merge(ctx, Buckets*len(states), f.After, limit, fetch)
+	return listmerge.Merge(ctx, len(s.tags)*len(states), f.After, limit, fetch)
 }
 
-// listReply reads a reply of listScript to a request after the cursor.
-func listReply(v []any, after ledger.Cursor) (listmerge.Reply, error) {
-	if len(v) < 3 || len(v)%2 != 1 {
-		return listmerge.Reply{}, unexpected(v)
+// Purge implements ledger.Purger. The server deletes a done or failed
+// record's key itself a minute after its retention ends; Purge deletes the
+// records expired at before sooner, and drops from the indexes the
+// entries of keys that have gone, which each write trims only a few at a
+// time. It walks each bucket's index of all records up to a minute past
+// before, a page per script run, and checks and deletes each record with a
+// script of its own (pipelined), so that no step holds the server for
+// long, however many records have expired. A record settled more than a
+// minute after its retention ended is left to its key's expiry.
+func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
-	done, _ := v[0].(int64)
-	rep := listmerge.Reply{Done: done == 1, Next: after}
-	if lease, err := strconv.ParseInt(str(v[1]), 10, 64); err == nil {
-		rep.Next = ledger.Cursor{LeaseUntil: time.UnixMilli(lease).UTC(), Key: str(v[2])}
-	}
-	for i := 3; i < len(v); i += 2 {
-		r, err := decode(str(v[i]), v[i+1])
-		if err != nil {
-			return listmerge.Reply{}, err
+	upTo := max(ms(before)+60000, ms(s.clock.Now()))
+	deleted := 0
+	for b := range s.tags {
+		score, member := "", ""
+		for {
+			v, err := scanScript.Run(ctx, s.c, []string{s.tag(b) + "all"}, score, member, upTo, purgePage).Slice()
+			if err != nil {
+				return deleted, unavailable(err)
+			}
+			if len(v) < 3 {
+				return deleted, unexpected(v)
+			}
+			score, member = str(v[1]), str(v[2])
+			calls := make([]evalCall, 0, len(v)-3)
+			for _, m := range v[3:] {
+				calls = append(calls, evalCall{keys: s.keys(str(m)), args: []any{str(m), ms(before)}})
+			}
+			replies, err := s.evalPipelined(ctx, purgeOneScript, calls)
+			if err != nil {
+				return deleted, err
+			}
+			for _, r := range replies {
+				if r == int64(1) {
+					deleted++
+				}
+			}
+			if done, _ := v[0].(int64); done == 1 {
+				break
+			}
 		}
-		rep.Records = append(rep.Records, *r)
 	}
-	return rep, nil
+	return deleted, nil
+}
+
+// evalCall is one run of a script: its keys and arguments.
+type evalCall struct {
+	keys []string
+	args []any
+}
+
+// evalPipelined runs script once per call, pipelined (on a cluster each
+// to the node of its keys' slot), and returns the replies in order. A
+// call the server's script cache cannot answer (NOSCRIPT) is sent again
+// with the script's text.
+func (s *Store) evalPipelined(ctx context.Context, script *redis.Script, calls []evalCall) ([]any, error) {
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range calls {
+			cmds[i] = script.EvalSha(ctx, p, c.keys, c.args...)
+		}
+		return nil
+	})
+	if err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return nil, unavailable(err)
+	}
+	out := make([]any, len(calls))
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmd = script.Run(ctx, s.c, calls[i].keys, calls[i].args...)
+		}
+		v, err := cmd.Result()
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // indexed makes sure, once per Store, that every bucket's state indexes
@@ -466,7 +827,7 @@ func (s *Store) indexed(ctx context.Context) error {
 	if s.reindexed {
 		return nil
 	}
-	for b := range Buckets {
+	for b := range s.tags {
 		t := s.tag(b)
 		n, err := s.c.Exists(ctx, t+"indexed").Result()
 		if err != nil {
@@ -475,17 +836,23 @@ func (s *Store) indexed(ctx context.Context) error {
 		if n == 1 {
 			continue
 		}
-		keys := []string{t + "all", t + "pending", t + "uncertain", t + "done", t + "failed"}
 		score, member := "", ""
 		for {
-			v, err := reindexScript.Run(ctx, s.c, keys, t+"r:", score, member, listPage).Slice()
+			v, err := scanScript.Run(ctx, s.c, []string{t + "all"}, score, member, math.MaxInt64, listPage).Slice()
 			if err != nil {
 				return unavailable(err)
 			}
-			if len(v) != 3 {
+			if len(v) < 3 {
 				return unexpected(v)
 			}
 			score, member = str(v[1]), str(v[2])
+			calls := make([]evalCall, 0, len(v)-3)
+			for _, m := range v[3:] {
+				calls = append(calls, evalCall{keys: s.keys(str(m)), args: []any{str(m)}})
+			}
+			if _, err := s.evalPipelined(ctx, reindexOneScript, calls); err != nil {
+				return err
+			}
 			if done, _ := v[0].(int64); done == 1 {
 				break
 			}

@@ -596,3 +596,132 @@ func TestGoneRecordsLeaveStateIndexes(t *testing.T) {
 		t.Errorf("done index still holds the gone record: %v, %v", n, err)
 	}
 }
+
+// After a quiet period, when many records' keys have gone, a write drops
+// at most 64 of its bucket's gone entries from the indexes, however many
+// there are; Purge drops the rest and deletes the records that have
+// expired but whose keys the server still keeps.
+func TestPruneBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Now()
+	clock := clock.NewFake(now)
+	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
+	fill := func(name string, n int, at time.Time) []string {
+		t.Helper()
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("%s-%04d", name, i)
+		}
+		// Kept for a day after at, and a minute more on the server.
+		if err := ledgerredis.FillDone(ctx, store, keys, at); err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	// Settled 25 hours ago: the keys have gone, their entries are left
+	// (about 250 a bucket).
+	fill("gone", 4000, now.Add(-25*time.Hour))
+	// Expiring in 5 minutes: Purge 10 minutes on deletes them.
+	expiring := fill("expiring", 100, now.Add(-24*time.Hour+5*time.Minute))
+	bucketOf := func(key string) string {
+		t.Helper()
+		keys, err := rc.Keys(ctx, "{"+prefix+":*}:r:"+key).Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatal(keys, err)
+		}
+		return strings.TrimSuffix(keys[0], "r:"+key)
+	}
+	card := func(key string) int64 {
+		t.Helper()
+		n, err := rc.ZCard(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	p := params("k-fresh", "owner-a", clock.Now())
+	bucket := bucketOf(expiring[0])
+	claims := 0
+	for i := 0; ; i++ {
+		p.Key = fmt.Sprintf("k-fresh-%d", i)
+		all, done := card(bucket+"all"), card(bucket+"done")
+		if all <= 64 {
+			t.Fatalf("bucket %s holds %d entries; the test needs more than 64", bucket, all)
+		}
+		if _, err := store.Claim(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		claims++
+		if bucketOf(p.Key) != bucket {
+			continue
+		}
+		if got := card(bucket + "all"); got != all-64+1 {
+			t.Errorf("index of all records after a claim: %d entries, want %d (64 dropped, 1 added)", got, all-64+1)
+		}
+		if got := card(bucket + "done"); got != done-64 {
+			t.Errorf("done index after a claim: %d entries, want %d", got, done-64)
+		}
+		break
+	}
+	before := now.Add(10 * time.Minute)
+	deleted, err := store.Purge(ctx, before)
+	if err != nil || deleted != len(expiring) {
+		t.Fatalf("Purge = %d, %v; want %d", deleted, err, len(expiring))
+	}
+	if left, err := rc.Exists(ctx, bucket+"r:"+expiring[0]).Result(); err != nil || left != 0 {
+		t.Errorf("expired record after Purge: %d, %v", left, err)
+	}
+	if got := card(bucket + "done"); got != 0 {
+		t.Errorf("done index after Purge: %d entries, want 0", got)
+	}
+	// Only the fresh claims remain in the indexes of all records.
+	indexes, err := rc.Keys(ctx, "{"+prefix+":*}:all").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for _, k := range indexes {
+		left += int(card(k))
+	}
+	if left != claims {
+		t.Errorf("indexes of all records after Purge: %d entries, want the %d fresh claims", left, claims)
+	}
+	if n, err := store.Purge(ctx, before); err != nil || n != 0 {
+		t.Errorf("second Purge = %d, %v; want 0", n, err)
+	}
+}
+
+// Records that share a lease end are listed page by page, each once, also
+// when the record at the cursor has left the state in between.
+func TestListTiesAfterGoneCursor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := clock.NewFake(t0)
+	store, _, _ := newStore(t, &ledgerredis.Config{Clock: clock})
+	const n = 300
+	for i := range n {
+		if res, err := store.Claim(ctx, params(fmt.Sprintf("tie-%03d", i), "owner-a", t0)); err != nil || !res.Claimed {
+			t.Fatal(res, err)
+		}
+	}
+	first, err := store.List(ctx, ledger.Filter{State: ledger.StatePending, Limit: 100})
+	if err != nil || len(first) != 100 || first[99].Key != "tie-099" {
+		t.Fatalf("first page: %d records, %v", len(first), err)
+	}
+	if err := store.Complete(ctx, "tie-099", "owner-a", ledger.Completion{Summary: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := store.List(ctx, ledger.Filter{State: ledger.StatePending, After: ledger.CursorOf(&first[99]), Limit: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rest) != n-100 {
+		t.Fatalf("after the cursor: %d records, want %d", len(rest), n-100)
+	}
+	for i, r := range rest {
+		if want := fmt.Sprintf("tie-%03d", 100+i); r.Key != want {
+			t.Fatalf("record %d after the cursor is %s, want %s", i, r.Key, want)
+		}
+	}
+}

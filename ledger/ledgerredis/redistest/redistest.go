@@ -1,8 +1,13 @@
 // Package redistest gives tests a Redis server: the one IDEMKIT_REDIS_URL
-// names, else the one answering on 127.0.0.1:6379, else a redis-server it
-// starts on a free loopback port (installing the Debian package when the
-// binary is missing) and stops, by its process id, when the tests end.
-// Each test works under its own key prefix, deleted when it ends.
+// names, else the one answering on 127.0.0.1:6379 when it is configured as
+// ledgerredis.OpenURL requires by default (appendonly yes, appendfsync
+// always, maxmemory-policy noeviction), else a redis-server so configured
+// that it starts on a free loopback port (installing the Debian package
+// when the binary is missing) and stops, by its process id, when the tests
+// end. The files of a server it starts live in memory (tmpfs) where the
+// machine allows: its appendfsync always costs no disk sync, so the tests
+// and benchmarks on it measure the server, not the disk. Each test works
+// under its own key prefix, deleted when it ends.
 //
 // Call Main from TestMain:
 //
@@ -31,6 +36,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/idemkit/idemkit/ledger/ledgerredis"
 )
 
 // EnvURL names an existing server to use (a redis:// URL).
@@ -51,8 +57,10 @@ type Server struct {
 	dir  string
 }
 
-// Start returns the server of IDEMKIT_REDIS_URL, else the one on
-// DefaultAddr, else a redis-server it starts (StartBinary).
+// Start returns the server of IDEMKIT_REDIS_URL (which the tests of
+// ledgerredis.OpenURL need configured as it requires by default), else the
+// one on DefaultAddr when it is so configured, else a redis-server it
+// starts (StartBinary) with appendonly yes and appendfsync always.
 func Start(ctx context.Context) (*Server, error) {
 	if u := os.Getenv(EnvURL); u != "" {
 		if err := ping(ctx, u); err != nil {
@@ -61,15 +69,27 @@ func Start(ctx context.Context) (*Server, error) {
 		return &Server{URL: u}, nil
 	}
 	u := "redis://" + DefaultAddr + "/0"
-	if ping(ctx, u) == nil {
+	if ping(ctx, u) == nil && durable(ctx, u) {
 		return &Server{URL: u}, nil
 	}
-	return StartBinary(ctx, "redis-server", "redis-server")
+	return StartBinary(ctx, "redis-server", "redis-server", "--appendonly", "yes", "--appendfsync", "always")
+}
+
+// durable reports whether the server at rawurl is configured as
+// ledgerredis.OpenURL requires by default.
+func durable(ctx context.Context, rawurl string) bool {
+	opts, err := redis.ParseURL(rawurl)
+	if err != nil {
+		return false
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	return ledgerredis.New(c, nil).Check(ctx) == nil
 }
 
 // StartBinary starts the server binary (redis-server, valkey-server) on a
-// free loopback port, without persistence, with the extra configuration
-// args ("--cluster-enabled", "yes"), installing the Debian package pkg when
+// free loopback port, without persistence unless args turn it on, with the
+// extra configuration args ("--cluster-enabled", "yes"), installing the Debian package pkg when
 // the binary is missing and the package exists. Files the server writes
 // stay in a temporary directory, its --dir. Close stops it.
 func StartBinary(ctx context.Context, binary, pkg string, args ...string) (*Server, error) {
@@ -98,7 +118,7 @@ func startOn(ctx context.Context, path string, args []string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "redistest")
+	dir, err := os.MkdirTemp(memDir(), "redistest")
 	if err != nil {
 		return nil, err
 	}
@@ -125,6 +145,23 @@ func startOn(ctx context.Context, path string, args []string) (*Server, error) {
 		return nil, fmt.Errorf("redistest: %s did not answer on %s", path, s.URL)
 	}
 	return s, nil
+}
+
+// memDir returns a directory in memory (tmpfs) for the servers' files
+// where the machine has one, else "" (the temporary directory): the
+// server Start starts syncs its append-only file after every write, as
+// ledgerredis requires by default, and the tests need the configuration,
+// not a disk's sync latency.
+func memDir() string {
+	const shm = "/dev/shm"
+	if fi, err := os.Stat(shm); err == nil && fi.IsDir() {
+		if f, err := os.CreateTemp(shm, "redistest-probe"); err == nil {
+			f.Close()
+			os.Remove(f.Name())
+			return shm
+		}
+	}
+	return ""
 }
 
 // Close stops the server when Start started it, by its process id.

@@ -1,0 +1,277 @@
+package ledgerredis_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idemkit/clock"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerredis"
+	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+)
+
+// scaleServer is a redis-server of the scale benchmarks' own (started once
+// per test binary): they change its slowlog settings, which a shared
+// server's other users should not see.
+var scaleServer struct {
+	once sync.Once
+	url  string
+	err  error
+}
+
+func ownServer(b *testing.B) string {
+	b.Helper()
+	scaleServer.once.Do(func() {
+		srv, err := redistest.StartBinary(context.Background(), "redis-server", "redis-server")
+		if err != nil {
+			scaleServer.err = err
+			return
+		}
+		stopAtExit(srv)
+		scaleServer.url = srv.URL
+	})
+	if scaleServer.err != nil {
+		b.Skip(scaleServer.err)
+	}
+	return scaleServer.url
+}
+
+// slowlog records every command slower than 200 µs on the server of rc,
+// from now on, and returns a function that reports, by script, the
+// longest run recorded since and how many took more than 5 ms.
+func slowlog(b *testing.B, rc *redis.Client) func() map[string]scriptTimes {
+	ctx := context.Background()
+	for _, kv := range [][2]string{{"slowlog-log-slower-than", "200"}, {"slowlog-max-len", "100000"}} {
+		if err := rc.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rc.SlowLogReset(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	names := ledgerredis.ScriptNames()
+	return func() map[string]scriptTimes {
+		logs, err := rc.SlowLogGet(ctx, -1).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		times := map[string]scriptTimes{}
+		for _, l := range logs {
+			if len(l.Args) < 2 || !strings.HasPrefix(strings.ToLower(l.Args[0]), "eval") {
+				continue
+			}
+			name := names[l.Args[1]]
+			if name == "" {
+				name = "other"
+			}
+			t := times[name]
+			t.longest = max(t.longest, l.Duration)
+			if l.Duration > 5*time.Millisecond {
+				t.over5ms++
+			}
+			times[name] = t
+		}
+		return times
+	}
+}
+
+// scriptTimes are the longest run of a script and how many runs took over
+// 5 ms.
+type scriptTimes struct {
+	longest time.Duration
+	over5ms int
+}
+
+// The longest Redis script at 10^6 records (all done, settled an hour ago
+// and kept for a day), read from the server's SLOWLOG: fresh actions
+// (Claim and Complete, each a script) while nothing has expired (steady),
+// and the same after a quiet period of 25 hours, when every record has
+// expired by the store's clock and a claim's clean-up finds a whole
+// bucket's index to trim (quiet), followed by a Purge of the expired
+// records (a scan of a page of an index and one script per record, some
+// 4,000 and 10^6 runs). mean-write-script-µs is the server's time per
+// claim or complete script (INFO commandstats), max-write-script-µs is the longest claim or
+// complete script seen in the sub-benchmark's runs so far, and
+// write-scripts>5ms how many took longer than 5 ms; the purge-script
+// metrics are the same for Purge's scripts. On a loaded machine the
+// server is now and then descheduled in the middle of a script, which
+// SLOWLOG counts: compare the counts with the number of runs.
+func BenchmarkScriptsAt1M(b *testing.B) {
+	ctx := context.Background()
+	url := ownServer(b)
+	rc := redistest.NewClient(b, url)
+	prefix := redistest.Prefix(b, url)
+	t0 := time.Now()
+	clk := clock.NewFake(t0)
+	store := ledgerredis.New(rc, &ledgerredis.Config{Clock: clk, Prefix: prefix})
+	keys := make([]string, 1_000_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("done-%07d", i)
+	}
+	if err := ledgerredis.FillDone(ctx, store, keys, t0.Add(-time.Hour)); err != nil {
+		b.Fatal(err)
+	}
+	done := ledger.Completion{Summary: "sent", Ref: "msg_1", Result: []byte(`{"id":"msg_1"}`)}
+	fresh := 0
+	phase := func(name string, at time.Time, purge bool) {
+		var read func() map[string]scriptTimes
+		longest := map[string]scriptTimes{}
+		purged := false
+		var meanPurge float64
+		b.Run(name, func(b *testing.B) {
+			if read == nil {
+				read = slowlog(b, rc)
+			}
+			clk.Set(at)
+			calls0, usec0 := evalStats(b, rc)
+			for range b.N {
+				fresh++
+				now := clk.Now()
+				p := ledger.ClaimParams{Key: fmt.Sprintf("fresh-%d", fresh), Tool: "send_reply", RunID: "run-1", Owner: "owner",
+					LeaseUntil: now.Add(time.Minute), Fingerprint: "fp", ExpiresAt: now.Add(time.Hour)}
+				if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
+					b.Fatal(res, err)
+				}
+				if err := store.Complete(ctx, p.Key, p.Owner, done); err != nil {
+					b.Fatal(err)
+				}
+			}
+			calls, usec := evalStats(b, rc)
+			b.ReportMetric(float64(usec-usec0)/float64(calls-calls0), "mean-write-script-µs")
+			if pg, ok := any(store).(ledger.Purger); ok && purge && !purged {
+				b.StopTimer()
+				purged = true
+				calls0, usec0 := evalStats(b, rc)
+				t := time.Now()
+				n, err := pg.Purge(ctx, clk.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				calls, usec := evalStats(b, rc)
+				meanPurge = float64(usec-usec0) / float64(calls-calls0)
+				b.Logf("Purge deleted %d records in %v: %d scripts, %.1f µs each on average", n, time.Since(t), calls-calls0, meanPurge)
+				b.StartTimer()
+			}
+			for name, t := range read() {
+				l := longest[name]
+				longest[name] = scriptTimes{longest: max(l.longest, t.longest), over5ms: max(l.over5ms, t.over5ms)}
+			}
+			// The writes' scripts (claim, complete) apart from Purge's steps.
+			var writes scriptTimes
+			for _, name := range []string{"claim", "complete"} {
+				writes.longest = max(writes.longest, longest[name].longest)
+				writes.over5ms += longest[name].over5ms
+			}
+			b.ReportMetric(float64(writes.longest.Microseconds()), "max-write-script-µs")
+			b.ReportMetric(float64(writes.over5ms), "write-scripts>5ms")
+			if purged {
+				var steps scriptTimes
+				for _, name := range []string{"scan", "purge"} {
+					steps.longest = max(steps.longest, longest[name].longest)
+					steps.over5ms += longest[name].over5ms
+				}
+				b.ReportMetric(float64(steps.longest.Microseconds()), "max-purge-script-µs")
+				b.ReportMetric(float64(steps.over5ms), "purge-scripts>5ms")
+				b.ReportMetric(meanPurge, "mean-purge-script-µs")
+			}
+		})
+	}
+	phase("steady", t0, false)
+	phase("quiet", t0.Add(25*time.Hour), true)
+}
+
+// evalStats returns the server's count of EVALSHA calls and the
+// microseconds they took in all (INFO commandstats).
+func evalStats(b *testing.B, rc *redis.Client) (calls, usec int64) {
+	info, err := rc.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "usec":
+				usec = n
+			}
+		}
+	}
+	return calls, usec
+}
+
+// The server's memory per record (used_memory before and after writing
+// 10^4 done records through Claim and Complete, on a server of the
+// benchmark's own), with a result of 14 bytes and of 1 KiB, at the
+// server's default hash-max-listpack-value (64: a hash with a longer value
+// leaves the compact encoding) and at 2048. Each run writes its records
+// once, whatever b.N.
+func BenchmarkMemoryPerRecord(b *testing.B) {
+	ctx := context.Background()
+	url := ownServer(b)
+	rc := redistest.NewClient(b, url)
+	for _, listpack := range []int{64, 2048} {
+		for _, result := range []int{14, 1024} {
+			b.Run(fmt.Sprintf("listpack=%d/result=%d", listpack, result), func(b *testing.B) {
+				if err := rc.ConfigSet(ctx, "hash-max-listpack-value", strconv.Itoa(listpack)).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { rc.ConfigSet(ctx, "hash-max-listpack-value", "64") })
+				store := ledgerredis.New(rc, &ledgerredis.Config{Prefix: redistest.Prefix(b, url)})
+				done := ledger.Completion{Summary: "Reply sent to ticket 4711", Ref: "msg_01HZX3K9", Result: []byte(strings.Repeat("r", result))}
+				const n = 10_000
+				used := func() int64 {
+					info, err := rc.Info(ctx, "memory").Result()
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, line := range strings.Split(info, "\n") {
+						if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+							n, _ := strconv.ParseInt(v, 10, 64)
+							return n
+						}
+					}
+					b.Fatal("INFO memory has no used_memory")
+					return 0
+				}
+				before := used()
+				var wg sync.WaitGroup
+				for w := range 8 {
+					wg.Go(func() {
+						for i := w; i < n; i += 8 {
+							now := time.Now()
+							key := fmt.Sprintf("%064x", i) // as long as an action key
+							p := ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-0123456789", Owner: "owner-0123456789abcdef",
+								LeaseUntil: now.Add(time.Minute), Fingerprint: strings.Repeat("f", 64), ExpiresAt: now.Add(24 * time.Hour)}
+							if _, err := store.Claim(ctx, p); err != nil {
+								b.Error(err)
+								return
+							}
+							if err := store.Complete(ctx, p.Key, p.Owner, done); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				for range b.N {
+				}
+				b.ReportMetric(float64(used()-before)/n, "B/record")
+			})
+		}
+	}
+}
