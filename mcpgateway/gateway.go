@@ -43,15 +43,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/idemkit"
@@ -100,13 +105,29 @@ type Gateway struct {
 	log     *slog.Logger
 	procRun string // the run id of stdio sessions without another source
 	timeout time.Duration
+	catalog catalog
+	// inflight counts the configured tool calls in progress, which go on
+	// when their client leaves: Serve and Close wait for them.
+	inflight sync.WaitGroup
 }
 
-// guarded is a configured tool.
-type guarded struct {
-	name  string
-	cfg   ToolConfig
-	paths [][]string // identity and validated paths, split
+// catalog is the upstream's tools, as last listed.
+type catalog struct {
+	mu    sync.RWMutex
+	tools map[string]*upstreamTool
+}
+
+// tool returns what the upstream's listing says of a tool, or nil.
+func (c *catalog) tool(name string) *upstreamTool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.tools[name]
+}
+
+func (c *catalog) set(tools map[string]*upstreamTool) {
+	c.mu.Lock()
+	c.tools = tools
+	c.mu.Unlock()
 }
 
 // The _meta entries and headers the gateway reads and writes.
@@ -150,6 +171,9 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	if cc.Logger == nil {
 		cc.Logger = o.Logger
 	}
+	if cc.Lease == 0 {
+		cc.Lease = time.Duration(cfg.Lease)
+	}
 	g := &Gateway{
 		cfg: *cfg, exec: client.New(store, &cc), tools: map[string]*guarded{}, log: o.Logger,
 		procRun: "session-" + randomHex(), timeout: time.Duration(cfg.CallTimeout), wrap: o.Tool,
@@ -172,9 +196,21 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 		g.tools[name] = t
 	}
 	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout,
-		client: mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, nil)}
+		client: mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { go g.refresh() },
+		})}
+	g.up.connected = func(ctx context.Context, sess *mcp.ClientSession) {
+		if sess != g.up.first {
+			go g.refresh()
+		}
+	}
 	sess, err := g.up.session(ctx)
 	if err != nil {
+		return nil, err
+	}
+	g.up.first = sess
+	if err := g.check(ctx, sess); err != nil {
+		_ = g.up.close()
 		return nil, err
 	}
 	init := sess.InitializeResult()
@@ -185,6 +221,65 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	})
 	g.server.AddReceivingMiddleware(g.route)
 	return g, nil
+}
+
+// check lists the upstream's tools and checks the configured tools against
+// them: each must be offered (Config.MissingTools), and each identity and
+// validated path must fit the tool's input schema.
+func (g *Gateway) check(ctx context.Context, sess *mcp.ClientSession) error {
+	lctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	tools, err := listTools(lctx, sess)
+	if err != nil {
+		return fmt.Errorf("mcpgateway: listing the upstream's tools: %w", err)
+	}
+	g.catalog.set(tools)
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(g.tools)) {
+		ut := tools[name]
+		if ut == nil {
+			msg := fmt.Sprintf("tools.%s: the upstream offers no tool %q%s", name, name, hint(name, tools))
+			if g.cfg.MissingTools == "warn" {
+				g.log.Warn("mcpgateway: WARNING: a configured tool is not offered by the upstream (missingTools: warn)", slog.String("problem", msg))
+				continue
+			}
+			errs = append(errs, errors.New(msg))
+			continue
+		}
+		for _, f := range g.tools[name].fields {
+			if why := ut.checkField(f.path, f.norm); why != "" {
+				errs = append(errs, fmt.Errorf("tools.%s: field %s: %s", name, f.path.text, why))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// hint suggests the tools a missing name may have meant.
+func hint(name string, tools map[string]*upstreamTool) string {
+	near := nearest(name, slices.Collect(maps.Keys(tools)))
+	if len(near) == 0 {
+		return fmt.Sprintf(" (it offers %d tools)", len(tools))
+	}
+	return fmt.Sprintf(" (did you mean %s?)", strings.Join(near, " or "))
+}
+
+// refresh lists the upstream's tools again after they changed (or the
+// upstream was started again), logging what no longer fits the
+// configuration.
+func (g *Gateway) refresh() {
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	sess, err := g.up.session(ctx)
+	if err == nil {
+		err = g.check(ctx, sess)
+	}
+	if err != nil {
+		g.log.Error("mcpgateway: the upstream's tools no longer fit the configuration", slog.Any("err", err))
+	}
 }
 
 // mirror returns the capabilities the gateway serves for an upstream's:
@@ -205,19 +300,46 @@ func mirror(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	return caps
 }
 
-// Serve serves one client over t (an *mcp.StdioTransport for a client that
-// spawns the gateway) until the client disconnects or ctx ends.
+// Serve serves one client over t (Stdio for a client that spawns the
+// gateway) until the client disconnects or ctx ends, then waits for the
+// configured tool calls still running to be recorded.
 func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
-	return g.server.Run(ctx, t)
+	if g.cfg.Run.ID == "" {
+		g.log.Warn("mcpgateway: no run id is configured: this process is one run, and a new process (a restart of the gateway) is another, in which the calls of the last one are done again; set one (idem mcp --run-id or IDEMKIT_RUN_ID), or have the client send the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta))
+	}
+	err := g.server.Run(ctx, t)
+	g.inflight.Wait()
+	return err
 }
 
-// Handler serves clients over streamable HTTP; opts may be nil.
+// Stdio returns the transport that serves one client over this process's
+// standard input and output, with the configuration's Limits: pass it to
+// Serve.
+func (g *Gateway) Stdio() *StdioTransport { return &StdioTransport{Limits: g.cfg.Limits} }
+
+// Handler serves clients over streamable HTTP; opts may be nil. Unless
+// opts says otherwise, a request body is bounded by the configuration's
+// Limits.MaxFrameBytes.
 func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, opts)
+	var o mcp.StreamableHTTPOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxRequestBodyBytes == 0 {
+		o.MaxRequestBodyBytes = int64(g.cfg.Limits.withDefaults().MaxFrameBytes)
+	}
+	if g.cfg.Run.ID == "" {
+		g.log.Warn("mcpgateway: no run id is configured: a call without the " + or(g.cfg.Run.Header, DefaultRunHeader) + " header or the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta) + " is scoped by its MCP session, and a client that reconnects starts a new run, in which its calls are done again")
+	}
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o)
 }
 
-// Close disconnects from the upstream, stopping its command.
-func (g *Gateway) Close() error { return g.up.close() }
+// Close waits for the configured tool calls still running to be recorded,
+// then disconnects from the upstream, stopping its command.
+func (g *Gateway) Close() error {
+	g.inflight.Wait()
+	return g.up.close()
+}
 
 // route sends each request where it belongs: configured tool calls through
 // the executor, everything a server lists or reads to the upstream, and
@@ -230,33 +352,40 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 			if t := g.tools[p.Name]; t != nil {
 				return g.call(ctx, t, req.(*mcp.CallToolRequest))
 			}
-			return forward(ctx, g.up, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
+			return forward(ctx, g, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
 		case *mcp.ListToolsParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ListTools)
+			return forward(ctx, g, p, (*mcp.ClientSession).ListTools)
 		case *mcp.ListResourcesParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ListResources)
+			return forward(ctx, g, p, (*mcp.ClientSession).ListResources)
 		case *mcp.ListResourceTemplatesParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ListResourceTemplates)
+			return forward(ctx, g, p, (*mcp.ClientSession).ListResourceTemplates)
 		case *mcp.ReadResourceParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ReadResource)
+			return forward(ctx, g, p, (*mcp.ClientSession).ReadResource)
 		case *mcp.ListPromptsParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ListPrompts)
+			return forward(ctx, g, p, (*mcp.ClientSession).ListPrompts)
 		case *mcp.GetPromptParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).GetPrompt)
+			return forward(ctx, g, p, (*mcp.ClientSession).GetPrompt)
 		case *mcp.CompleteParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).Complete)
+			return forward(ctx, g, p, (*mcp.ClientSession).Complete)
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// forward passes one request to the upstream unchanged.
-func forward[P any, R mcp.Result](ctx context.Context, up *upstream, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
-	sess, err := up.session(ctx)
+// forward passes one request to the upstream unchanged, bounded by
+// CallTimeout.
+func forward[P any, R mcp.Result](ctx context.Context, g *Gateway, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
+	sess, err := g.up.session(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return call(sess, ctx, p)
+	cctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	res, err := call(sess, cctx, p)
+	if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream did not answer within %s (callTimeout); the request was cancelled", g.timeout)}
+	}
+	return res, err
 }
 
 // upstream is the connection to the upstream server, started again after
@@ -267,6 +396,11 @@ type upstream struct {
 	log     *slog.Logger
 	stderr  io.Writer
 	timeout time.Duration
+
+	// connected, when set, is told of every new session; first is the
+	// session New made.
+	connected func(context.Context, *mcp.ClientSession)
+	first     *mcp.ClientSession
 
 	mu   sync.Mutex
 	sess *mcp.ClientSession
@@ -304,6 +438,9 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	u.sess = sess
 	u.log.Info("mcpgateway: upstream connected", slog.String("session", sess.ID()))
+	if u.connected != nil {
+		u.connected(ctx, sess)
+	}
 	go func() {
 		err := sess.Wait()
 		u.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
@@ -70,7 +69,7 @@ else the embedded SQLite file ./idem.db (created if missing).`,
 		}
 		defer gw.Close()
 		if *addr == "" {
-			if err := gw.Serve(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+			if err := gw.Serve(ctx, gw.Stdio()); err != nil && ctx.Err() == nil {
 				return opErr(err, "the MCP client or the upstream went away")
 			}
 			return nil

@@ -20,8 +20,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 	"github.com/idemkit/idemkit/mcpgateway"
 )
@@ -53,7 +51,7 @@ func main() {
 	}
 	defer gw.Close()
 	if *addr == "" {
-		if err := gw.Serve(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+		if err := gw.Serve(ctx, gw.Stdio()); err != nil && ctx.Err() == nil {
 			log.Print(err)
 		}
 		return
