@@ -142,6 +142,10 @@ const (
 	// the action key.
 	OutcomeMeta = "idemkit/outcome"
 	KeyMeta     = "idemkit/key"
+	// RunIDEnv is the environment variable from which idem mcp takes the
+	// run id when --run-id is not given: a host that spawns one gateway per
+	// conversation sets it, so that a restarted gateway is the same run.
+	RunIDEnv = "IDEMKIT_RUN_ID"
 )
 
 // New validates cfg, starts or connects to the upstream (the gateway
@@ -305,7 +309,7 @@ func mirror(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 // configured tool calls still running to be recorded.
 func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
 	if g.cfg.Run.ID == "" {
-		g.log.Warn("mcpgateway: no run id is configured: this process is one run, and a new process (a restart of the gateway) is another, in which the calls of the last one are done again; set one (idem mcp --run-id or IDEMKIT_RUN_ID), or have the client send the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta))
+		g.log.Warn("mcpgateway: no run id is configured: this process is one run, and a new process (a restart of the gateway) is another, in which the calls of the last one are done again; set one (idem mcp --run-id or "+RunIDEnv+"), or have the client send the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta))
 	}
 	err := g.server.Run(ctx, t)
 	g.inflight.Wait()
