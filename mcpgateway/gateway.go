@@ -309,7 +309,7 @@ func mirror(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 // configured tool calls still running to be recorded.
 func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
 	if g.cfg.Run.ID == "" {
-		g.log.Warn("mcpgateway: no run id is configured: this process is one run, and a new process (a restart of the gateway) is another, in which the calls of the last one are done again; set one (idem mcp --run-id or "+RunIDEnv+"), or have the client send the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta))
+		g.log.Warn("mcpgateway: no run id is configured: this process is one run, and a new process (a restart of the gateway) is another, in which the calls of the last one are done again; set one (idem mcp --run-id or " + RunIDEnv + "), or have the client send the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta))
 	}
 	err := g.server.Run(ctx, t)
 	g.inflight.Wait()

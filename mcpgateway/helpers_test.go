@@ -33,7 +33,7 @@ func memoryConfig(t *testing.T, file string) *mcpgateway.Config {
 					{Path: "observations[*].entityName", Norm: "trimmed"},
 					{Path: "observations[*].contents", Norm: "trimmed"},
 				},
-				Replay:   true,
+				Replay: true,
 			},
 		},
 	}
