@@ -91,6 +91,7 @@ type upCall struct {
 	ctx    context.Context     // the client's request, for what is relayed to it
 	result *mcp.CallToolResult // the upstream's answer, when this call ran the tool
 	failed *mcp.CallToolResult // the upstream's error answer, when this call ran the tool
+	err    error               // why this call's upstream call failed, when it did
 }
 
 // call runs one tools/call of a configured tool through the executor.
@@ -408,7 +409,8 @@ func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(contex
 			return sess.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: t.name, Arguments: args})
 		}, meta)
 		if err != nil {
-			return client.Effect{}, t.classify(err)
+			uc.err = t.classify(err)
+			return client.Effect{}, uc.err
 		}
 		if res.IsError {
 			uc.failed = res
@@ -559,8 +561,8 @@ func (g *Gateway) answer(t *guarded, uc *upCall, res client.Result) *mcp.CallToo
 			meta[OutcomeMeta], meta[KeyMeta] = outcome.String(), res.Key
 			return out
 		}
-		if outcome == client.Uncertain && res.Err != nil {
-			text += " (The first attempt: " + clip(res.Err.Error(), 500) + ".)"
+		if outcome == client.Uncertain && uc.err != nil {
+			text += " (" + clip(uc.err.Error(), 500) + ".)"
 		}
 		out.Content = textContent(text)
 		return out

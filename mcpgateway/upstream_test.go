@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -115,15 +116,19 @@ func upstreamMain(dir string) int {
 
 	// act fails as asked: "after" acts, then answers an error (ambiguous
 	// for the gateway); "before" answers an error without acting, with a
-	// text the configuration may mark definite.
+	// text the configuration may mark definite; "rpc" answers a JSON-RPC
+	// error -32602 without acting.
 	type act struct {
 		ID   string `json:"id"`
 		Fail string `json:"fail,omitempty"`
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "act", Description: "act once on an id"},
 		func(_ context.Context, _ *mcp.CallToolRequest, a act) (*mcp.CallToolResult, any, error) {
-			if a.Fail == "before" {
+			switch a.Fail {
+			case "before":
 				return &mcp.CallToolResult{IsError: true, Content: text("E_QUOTA: nothing was done for " + a.ID)}, nil, nil
+			case "rpc":
+				return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "id " + a.ID + " is not open for action"}
 			}
 			if err := record(dir, "act %s", a.ID); err != nil {
 				return nil, nil, err
