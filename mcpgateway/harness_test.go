@@ -169,36 +169,55 @@ func (r tsResult) text() string {
 // (or "--url", URL); it returns one raw JSON line per call or list.
 func runTS(t *testing.T, plan map[string]any, command ...string) []json.RawMessage {
 	t.Helper()
+	return startTS(t, plan, command...)()
+}
+
+// startTS starts the TypeScript client; the function it returns waits for
+// it and returns its lines.
+func startTS(t *testing.T, plan map[string]any, command ...string) func() []json.RawMessage {
+	t.Helper()
 	dir, node := mcptest.Dir(t)
 	b, err := json.Marshal(plan)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join(dir, "client.mjs")}, command...)...)
 	cmd.Env = env(t)
 	cmd.Stdin = bytes.NewReader(b)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("TypeScript client: %v\n%s", err, stderr.String())
+	stderr := &tooling.Buffer{Max: 1 << 20}
+	var stdout bytes.Buffer
+	cmd.Stderr, cmd.Stdout = stderr, &stdout
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
 	}
-	var lines []json.RawMessage
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if l != "" {
-			lines = append(lines, json.RawMessage(l))
+	return func() []json.RawMessage {
+		t.Helper()
+		defer cancel()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("TypeScript client: %v\n%s", err, stderr.String())
 		}
+		var lines []json.RawMessage
+		for _, l := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+			if l != "" {
+				lines = append(lines, json.RawMessage(l))
+			}
+		}
+		return lines
 	}
-	return lines
 }
 
 // runTSCalls runs a plan of calls and decodes the results.
 func runTSCalls(t *testing.T, plan map[string]any, command ...string) []tsResult {
 	t.Helper()
+	return decodeTS(t, runTS(t, plan, command...))
+}
+
+func decodeTS(t *testing.T, lines []json.RawMessage) []tsResult {
+	t.Helper()
 	var out []tsResult
-	for _, l := range runTS(t, plan, command...) {
+	for _, l := range lines {
 		var r tsResult
 		if err := json.Unmarshal(l, &r); err != nil {
 			t.Fatalf("TypeScript client printed %s: %v", l, err)

@@ -142,6 +142,7 @@ func upstreamMain(dir string) int {
 	type ticketIn struct {
 		Subject string `json:"subject"`
 		Body    string `json:"body,omitempty"`
+		Fail    bool   `json:"fail,omitempty" jsonschema:"act, then answer an error"`
 	}
 	type ticketOut struct {
 		ID      string `json:"id"`
@@ -155,6 +156,9 @@ func upstreamMain(dir string) int {
 			n := countPrefix(journalLines(dir), "create_ticket ") + 1
 			if err := record(dir, "create_ticket %d %s", n, a.Subject); err != nil {
 				return nil, ticketOut{}, err
+			}
+			if a.Fail {
+				return &mcp.CallToolResult{IsError: true, Content: text("the ticket system timed out")}, ticketOut{}, nil
 			}
 			return nil, ticketOut{ID: fmt.Sprintf("T-%d", n), Subject: a.Subject}, nil
 		})
