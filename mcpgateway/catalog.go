@@ -230,13 +230,17 @@ func (n node) step(s segment) (next []node, refused string) {
 			}
 		}
 	}
-	if len(next) == 0 && saw {
-		if s.every || s.index >= 0 && !n.allows("object") {
-			return nil, "is not an array"
-		}
+	switch {
+	case len(next) > 0:
+		return next, ""
+	case (s.every || s.index >= 0) && !n.allows("array") && !(s.index >= 0 && n.allows("object")):
+		return nil, "is not an array"
+	case !s.every && !n.allows("object") && !(s.index >= 0 && n.allows("array")):
+		return nil, "is not an object"
+	case saw && !s.every:
 		return nil, fmt.Sprintf("has no member %q (it has %s)", s.key, n.members())
 	}
-	return next, ""
+	return nil, ""
 }
 
 // allows reports whether the schema may be of JSON type t.

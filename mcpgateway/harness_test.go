@@ -125,19 +125,56 @@ func env(t *testing.T, extra ...string) []string {
 // over stdio; the session ends with the test.
 func (s *setup) stdio(t *testing.T, opts *mcp.ClientOptions, environ []string, extra ...string) *mcp.ClientSession {
 	t.Helper()
+	cs, _ := s.stdioLog(t, opts, environ, extra...)
+	return cs
+}
+
+// stdioLog is stdio, with what idem mcp writes on stderr.
+func (s *setup) stdioLog(t *testing.T, opts *mcp.ClientOptions, environ []string, extra ...string) (*mcp.ClientSession, *tooling.Buffer) {
+	t.Helper()
 	cmd := exec.Command(idemBinary(t), s.args(extra...)...)
 	cmd.Env = environ
 	if cmd.Env == nil {
 		cmd.Env = env(t)
 	}
-	cmd.Stderr = &tooling.Buffer{Max: 64 << 10}
+	stderr := &tooling.Buffer{Max: 1 << 20}
+	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test-client", Version: "1"}, opts).
 		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
-		t.Fatalf("connecting to idem mcp: %v\n%s", err, cmd.Stderr)
+		t.Fatalf("connecting to idem mcp: %v\n%s", err, stderr)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return cs, stderr
+}
+
+// http starts idem mcp --http on a loopback port for this setup and
+// returns its URL; the process ends with the test.
+func (s *setup) http(t *testing.T, environ []string, extra ...string) string {
+	t.Helper()
+	cmd := exec.Command(idemBinary(t), s.args(append([]string{"--http", "127.0.0.1:0"}, extra...)...)...)
+	cmd.Env = environ
+	if cmd.Env == nil {
+		cmd.Env = env(t)
+	}
+	stderr := &tooling.Buffer{Max: 1 << 20}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	var url string
+	waitFor(t, "idem mcp to listen", func() bool {
+		_, rest, ok := strings.Cut(stderr.String(), "serving streamable HTTP on ")
+		if ok {
+			url, _, ok = strings.Cut(rest, " ")
+		}
+		return ok
+	})
+	return url
 }
 
 // tsResult is what the TypeScript client prints per call.

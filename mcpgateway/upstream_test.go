@@ -227,6 +227,13 @@ func upstreamMain(dir string) int {
 			return &mcp.CallToolResult{Content: text("the model said: " + answer)}, nil, nil
 		})
 
+	// retire removes the refund tool: the upstream's tool list changes.
+	mcp.AddTool(s, &mcp.Tool{Name: "retire", Description: "stop offering refund"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			s.RemoveTools("refund")
+			return &mcp.CallToolResult{Content: text("refund retired")}, nil, nil
+		})
+
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
