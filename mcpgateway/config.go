@@ -20,19 +20,31 @@ import (
 var ErrConfig = errors.New("mcpgateway: configuration")
 
 // Config is the gateway's configuration, usually read from a JSON (or
-// YAML) file with LoadConfig:
+// YAML) file with LoadConfig. For @modelcontextprotocol/server-memory,
+// whose add_observations is made exactly-once per entity and observation
+// (ExampleParseConfig):
 //
 //	{
-//	  "upstream": {"command": ["npx", "-y", "@modelcontextprotocol/server-memory"]},
-//	  "run": {"id": "desktop"},
+//	  "upstream": {
+//	    "command": ["npx", "-y", "@modelcontextprotocol/server-memory"],
+//	    "env": {"MEMORY_FILE_PATH": "/Users/me/.local/share/memory.jsonl"}
+//	  },
 //	  "tools": {
 //	    "add_observations": {
-//	      "identity": [{"path": "observations.0.entityName", "norm": "trimmed"}],
-//	      "key": {"meta": "idemkit/key"},
+//	      "identity": [
+//	        {"path": "observations[*].entityName", "norm": "trimmed"},
+//	        {"path": "observations[*].contents", "norm": "trimmed"}
+//	      ],
 //	      "replay": true
 //	    }
 //	  }
 //	}
+//
+// The identity names the action, what is observed of whom: keyed by the
+// entity alone, a second, different observation of the same entity would
+// be answered "Already done" and never stored. With the observation's text
+// in it, a retry, a replay or a resumed run (which send the same text) is
+// one observation, and a reworded one is another.
 type Config struct {
 	// Upstream is the MCP server the gateway fronts. Required.
 	Upstream Upstream `json:"upstream"`
