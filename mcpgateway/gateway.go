@@ -51,6 +51,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -105,7 +106,9 @@ type Gateway struct {
 	log     *slog.Logger
 	procRun string // the run id of stdio sessions without another source
 	timeout time.Duration
-	catalog catalog
+	catalog  catalog
+	progress progress
+	active   active
 	// inflight counts the configured tool calls in progress, which go on
 	// when their client leaves: Serve and Close wait for them.
 	inflight sync.WaitGroup
@@ -199,32 +202,41 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 		}
 		g.tools[name] = t
 	}
-	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout,
-		client: mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ClientOptions{
-			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { go g.refresh() },
-		})}
-	g.up.connected = func(ctx context.Context, sess *mcp.ClientSession) {
-		if sess != g.up.first {
-			go g.refresh()
-		}
-	}
-	sess, err := g.up.session(ctx)
+	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout, newClient: g.newClient}
+	sess, release, err := g.up.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	g.up.first = sess
-	if err := g.check(ctx, sess); err != nil {
+	err = g.check(ctx, sess)
+	release()
+	if err != nil {
 		_ = g.up.close()
 		return nil, err
 	}
+	// Every later session (the upstream started again, or told new
+	// capabilities) lists the tools again.
+	g.up.setConnected(func() { go g.refresh() })
 	init := sess.InitializeResult()
 	g.server = mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
-		Instructions: init.Instructions,
-		Capabilities: mirror(init.Capabilities),
-		Logger:       o.Logger,
+		Instructions:       init.Instructions,
+		Capabilities:       mirror(init.Capabilities),
+		Logger:             o.Logger,
+		InitializedHandler: g.initialized,
 	})
 	g.server.AddReceivingMiddleware(g.route)
 	return g, nil
+}
+
+// newClient makes the gateway's client of the upstream, telling it the
+// capabilities caps.
+func (g *Gateway) newClient(caps clientCaps) *mcp.Client {
+	c := mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ClientOptions{
+		Capabilities:                caps.options(),
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { go g.refresh() },
+		ProgressNotificationHandler: g.notifyProgress,
+	})
+	c.AddReceivingMiddleware(g.toClient)
+	return c
 }
 
 // check lists the upstream's tools and checks the configured tools against
@@ -277,9 +289,10 @@ func hint(name string, tools map[string]*upstreamTool) string {
 func (g *Gateway) refresh() {
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
-	sess, err := g.up.session(ctx)
+	sess, release, err := g.up.acquire(ctx)
 	if err == nil {
 		err = g.check(ctx, sess)
+		release()
 	}
 	if err != nil {
 		g.log.Error("mcpgateway: the upstream's tools no longer fit the configuration", slog.Any("err", err))
@@ -335,7 +348,7 @@ func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	if g.cfg.Run.ID == "" {
 		g.log.Warn("mcpgateway: no run id is configured: a call without the " + or(g.cfg.Run.Header, DefaultRunHeader) + " header or the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta) + " is scoped by its MCP session, and a client that reconnects starts a new run, in which its calls are done again")
 	}
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o)
+	return withRawParams(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o), int(o.MaxRequestBodyBytes))
 }
 
 // Close waits for the configured tool calls still running to be recorded,
@@ -356,70 +369,109 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 			if t := g.tools[p.Name]; t != nil {
 				return g.call(ctx, t, req.(*mcp.CallToolRequest))
 			}
-			return forward(ctx, g, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
+			return forward(ctx, g, req, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
 		case *mcp.ListToolsParams:
-			return forward(ctx, g, p, (*mcp.ClientSession).ListTools)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ListTools)
 		case *mcp.ListResourcesParams:
-			return forward(ctx, g, p, (*mcp.ClientSession).ListResources)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ListResources)
 		case *mcp.ListResourceTemplatesParams:
-			return forward(ctx, g, p, (*mcp.ClientSession).ListResourceTemplates)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ListResourceTemplates)
 		case *mcp.ReadResourceParams:
-			return forward(ctx, g, p, (*mcp.ClientSession).ReadResource)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ReadResource)
 		case *mcp.ListPromptsParams:
-			return forward(ctx, g, p, (*mcp.ClientSession).ListPrompts)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ListPrompts)
 		case *mcp.GetPromptParams:
-			return forward(ctx, g, p, (*mcp.ClientSession).GetPrompt)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).GetPrompt)
 		case *mcp.CompleteParams:
-			return forward(ctx, g, p, (*mcp.ClientSession).Complete)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).Complete)
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// forward passes one request to the upstream unchanged, bounded by
-// CallTimeout.
-func forward[P any, R mcp.Result](ctx context.Context, g *Gateway, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
-	sess, err := g.up.session(ctx)
+// forward passes one request to the upstream as it came, bounded by
+// CallTimeout, and returns the upstream's answer as it came: its result,
+// or its JSON-RPC error. Progress notifications of the request are
+// relayed to the client.
+func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mcp.Request, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
+	sess, release, err := g.up.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
+	defer g.active.begin(ctx, req)()
+	raw := rawParams(req)
+	if !g.sameProtocol(req, sess) {
+		raw = nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && !v.IsNil() { // no params: none to rewrite
+		var meta mcp.Meta
+		var end func()
+		raw, meta, end = g.withProgress(ctx, req, raw, p.GetMeta())
+		defer end()
+		p.SetMeta(meta)
+	}
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
+	cctx, slot := withSlot(cctx, raw)
 	res, err := call(sess, cctx, p)
-	if err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+	switch {
+	case err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream did not answer within %s (callTimeout); the request was cancelled", g.timeout)}
+	case err != nil:
+		return nil, unwrapRPC(err)
 	}
-	return res, err
+	if r := slot.get(); r != nil && g.sameProtocol(req, sess) {
+		return &rawResult{raw: r}, nil
+	}
+	return res, nil
 }
 
 // upstream is the connection to the upstream server, started again after
 // it ended.
 type upstream struct {
-	cfg     Upstream
-	client  *mcp.Client
-	log     *slog.Logger
-	stderr  io.Writer
-	timeout time.Duration
+	cfg       Upstream
+	newClient func(clientCaps) *mcp.Client
+	log       *slog.Logger
+	stderr    io.Writer
+	timeout   time.Duration
 
-	// connected, when set, is told of every new session; first is the
-	// session New made.
-	connected func(context.Context, *mcp.ClientSession)
-	first     *mcp.ClientSession
-
-	mu   sync.Mutex
-	sess *mcp.ClientSession
+	mu        sync.Mutex
+	connected func() // told of every new session, when set
+	client *mcp.Client // made with caps
+	caps   clientCaps
+	sess   *mcp.ClientSession
+	inUse  int // acquired and not released
 }
 
-// session returns the live session, connecting first when there is none.
-func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
+// acquire returns the live session, connecting first when there is none;
+// release it when done.
+func (u *upstream) acquire(ctx context.Context) (*mcp.ClientSession, func(), error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	sess, err := u.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	u.inUse++
+	var once sync.Once
+	return sess, func() {
+		once.Do(func() {
+			u.mu.Lock()
+			u.inUse--
+			u.mu.Unlock()
+		})
+	}, nil
+}
+
+// connect returns the live session or makes one; u.mu is held.
+func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if u.sess != nil {
 		return u.sess, nil
 	}
 	var t mcp.Transport
 	if u.cfg.URL != "" {
-		hc := &http.Client{Transport: headerTransport{header: u.cfg.Header, next: http.DefaultTransport}}
+		hc := &http.Client{Transport: rawRoundTripper{next: headerTransport{header: u.cfg.Header, next: http.DefaultTransport}}}
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
 	} else {
 		cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
@@ -432,7 +484,10 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 		if u.stderr != nil {
 			cmd.Stderr = u.stderr
 		}
-		t = &mcp.CommandTransport{Command: cmd}
+		t = rawTransport{&mcp.CommandTransport{Command: cmd}}
+	}
+	if u.client == nil {
+		u.client = u.newClient(u.caps)
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
@@ -443,7 +498,7 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 	u.sess = sess
 	u.log.Info("mcpgateway: upstream connected", slog.String("session", sess.ID()))
 	if u.connected != nil {
-		u.connected(ctx, sess)
+		u.connected()
 	}
 	go func() {
 		err := sess.Wait()
@@ -455,6 +510,12 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 		u.log.Info("mcpgateway: upstream session ended", slog.Any("err", err))
 	}()
 	return sess, nil
+}
+
+func (u *upstream) setConnected(f func()) {
+	u.mu.Lock()
+	u.connected = f
+	u.mu.Unlock()
 }
 
 func (u *upstream) close() error {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"strconv"
@@ -396,7 +397,13 @@ func (c *stdioConn) message(data []byte, in *batch) (jsonrpc.Message, *rpcError)
 	if err != nil {
 		return nil, &rpcError{id, jsonrpc.CodeInvalidRequest, "Invalid request: " + err.Error()}
 	}
-	if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
+	req, isReq := m.(*jsonrpc.Request)
+	if p := w["params"]; isReq && len(p) > 0 && p[0] == '{' {
+		// The params as the client sent them, for what the gateway
+		// forwards (rawParams).
+		req.Extra = &mcp.RequestExtra{Header: http.Header{rawParamsHeader: {string(p)}}}
+	}
+	if isReq && req.IsCall() {
 		key := idKey(req.ID)
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -397,17 +397,19 @@ func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(contex
 			}
 			meta[or(t.cfg.Key.Meta, DefaultKeyMeta)] = inv.DownstreamKey
 		}
-		sess, err := g.up.session(ctx)
+		sess, release, err := g.up.acquire(ctx)
 		if err != nil {
 			// Nothing was sent: the upstream could not be started or
 			// initialized.
 			return client.Effect{}, client.Definite(err)
 		}
+		defer release()
 		cctx, cancel := context.WithTimeout(ctx, g.timeout)
 		defer cancel()
-		res, err := g.relayed(cctx, uc.ctx, uc.req, func(ctx context.Context, meta mcp.Meta) (*mcp.CallToolResult, error) {
-			return sess.CallTool(ctx, &mcp.CallToolParams{Meta: meta, Name: t.name, Arguments: args})
-		}, meta)
+		defer g.active.begin(uc.ctx, uc.req)()
+		_, meta, end := g.withProgress(uc.ctx, uc.req, nil, meta)
+		defer end()
+		res, err := sess.CallTool(cctx, &mcp.CallToolParams{Meta: meta, Name: t.name, Arguments: args})
 		if err != nil {
 			uc.err = t.classify(err)
 			return client.Effect{}, uc.err
@@ -577,7 +579,3 @@ func earlier(t *guarded) string {
 	return "earlier"
 }
 
-// relayed makes an upstream call on behalf of a client's request.
-func (g *Gateway) relayed(ctx, _ context.Context, _ *mcp.CallToolRequest, call func(context.Context, mcp.Meta) (*mcp.CallToolResult, error), meta mcp.Meta) (*mcp.CallToolResult, error) {
-	return call(ctx, meta)
-}

@@ -46,7 +46,9 @@ async function call(step) {
   const options = step.progress ? { onprogress: (p) => progress.push(p) } : undefined;
   let out;
   try {
-    out = await client.callTool({ name: step.name, arguments: step.arguments, _meta: step._meta }, undefined, options);
+    const params = { name: step.name, arguments: step.arguments };
+    if (step._meta) params._meta = step._meta;
+    out = await client.callTool(params, undefined, options);
   } catch (e) {
     out = { error: { code: e.code, message: e.message } };
   }
