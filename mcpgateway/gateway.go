@@ -96,16 +96,16 @@ type Executor interface {
 
 // Gateway is an MCP server in front of an upstream MCP server.
 type Gateway struct {
-	cfg     Config
-	exec    *client.Executor
-	calls   Executor // exec, wrapped by Options.Executor
-	wrap    func(client.Tool) client.Tool
-	up      *upstream
-	server  *mcp.Server
-	tools   map[string]*guarded
-	log     *slog.Logger
-	procRun string // the run id of stdio sessions without another source
-	timeout time.Duration
+	cfg      Config
+	exec     *client.Executor
+	calls    Executor // exec, wrapped by Options.Executor
+	wrap     func(client.Tool) client.Tool
+	up       *upstream
+	server   *mcp.Server
+	tools    map[string]*guarded
+	log      *slog.Logger
+	procRun  string // the run id of stdio sessions without another source
+	timeout  time.Duration
 	catalog  catalog
 	progress progress
 	active   active
@@ -437,11 +437,11 @@ type upstream struct {
 	timeout   time.Duration
 
 	mu        sync.Mutex
-	connected func() // told of every new session, when set
-	client *mcp.Client // made with caps
-	caps   clientCaps
-	sess   *mcp.ClientSession
-	inUse  int // acquired and not released
+	connected func()      // told of every new session, when set
+	client    *mcp.Client // made with caps
+	caps      clientCaps
+	sess      *mcp.ClientSession
+	inUse     int // acquired and not released
 }
 
 // acquire returns the live session, connecting first when there is none;

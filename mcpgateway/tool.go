@@ -578,4 +578,3 @@ func earlier(t *guarded) string {
 	}
 	return "earlier"
 }
-
