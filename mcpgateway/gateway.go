@@ -43,6 +43,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -202,7 +203,7 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 		}
 		g.tools[name] = t
 	}
-	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout, newClient: g.newClient}
+	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout, newClient: g.newClient, onProgress: g.relayRaw}
 	sess, release, err := g.up.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -430,11 +431,12 @@ func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mc
 // upstream is the connection to the upstream server, started again after
 // it ended.
 type upstream struct {
-	cfg       Upstream
-	newClient func(clientCaps) *mcp.Client
-	log       *slog.Logger
-	stderr    io.Writer
-	timeout   time.Duration
+	cfg        Upstream
+	newClient  func(clientCaps) *mcp.Client
+	onProgress func(json.RawMessage) bool // relays a progress notification
+	log        *slog.Logger
+	stderr     io.Writer
+	timeout    time.Duration
 
 	mu        sync.Mutex
 	connected func()      // told of every new session, when set
@@ -471,7 +473,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	var t mcp.Transport
 	if u.cfg.URL != "" {
-		hc := &http.Client{Transport: rawRoundTripper{next: headerTransport{header: u.cfg.Header, next: http.DefaultTransport}}}
+		hc := &http.Client{Transport: rawRoundTripper{next: headerTransport{header: u.cfg.Header, next: http.DefaultTransport}, onProgress: u.onProgress}}
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
 	} else {
 		cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
@@ -484,7 +486,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 		if u.stderr != nil {
 			cmd.Stderr = u.stderr
 		}
-		t = rawTransport{&mcp.CommandTransport{Command: cmd}}
+		t = rawTransport{Transport: &mcp.CommandTransport{Command: cmd}, onProgress: u.onProgress}
 	}
 	if u.client == nil {
 		u.client = u.newClient(u.caps)

@@ -64,21 +64,28 @@ func slotOf(ctx context.Context) *rawSlot {
 }
 
 // rawTransport is a command upstream's transport whose connection fills
-// the slots of the requests it sends.
-type rawTransport struct{ mcp.Transport }
+// the slots of the requests it sends, and relays progress notifications
+// (onProgress) as it reads them: in order with the answers, which the
+// go-sdk's client reads ahead of the notifications it queues, so that a
+// notification would reach the client after its request's answer.
+type rawTransport struct {
+	mcp.Transport
+	onProgress func(json.RawMessage) bool
+}
 
 func (t rawTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &rawConn{Connection: c, slots: map[string]*rawSlot{}}, nil
+	return &rawConn{Connection: c, slots: map[string]*rawSlot{}, onProgress: t.onProgress}, nil
 }
 
 type rawConn struct {
 	mcp.Connection
-	mu    sync.Mutex
-	slots map[string]*rawSlot
+	onProgress func(json.RawMessage) bool // reports that it relayed it
+	mu         sync.Mutex
+	slots      map[string]*rawSlot
 }
 
 func (c *rawConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -99,6 +106,13 @@ func (c *rawConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	m, err := c.Connection.Read(ctx)
+	for err == nil && c.onProgress != nil {
+		req, ok := m.(*jsonrpc.Request)
+		if !ok || req.Method != "notifications/progress" || !c.onProgress(req.Params) {
+			break
+		}
+		m, err = c.Connection.Read(ctx) // relayed: the client's session need not see it
+	}
 	if resp, ok := m.(*jsonrpc.Response); ok {
 		c.mu.Lock()
 		s := c.slots[idKey(resp.ID)]
@@ -113,8 +127,12 @@ func (c *rawConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 
 // rawRoundTripper does for a streamable-HTTP upstream what rawConn does
 // for a command: it sends a slot's params and fills the slot with the
-// result, from a JSON answer or from the event stream of the request.
-type rawRoundTripper struct{ next http.RoundTripper }
+// result, from a JSON answer or from the event stream of the request, and
+// relays the progress notifications of that stream as they pass.
+type rawRoundTripper struct {
+	next       http.RoundTripper
+	onProgress func(json.RawMessage) bool
+}
 
 func (t rawRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 	s := slotOf(r.Context())
@@ -151,21 +169,28 @@ func (t rawRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 		_ = resp.Body.Close()
 		resp.Body = io.NopCloser(bytes.NewReader(b))
 		if err == nil {
-			fill(s, msg["id"], b)
+			fill(s, msg["id"], b, nil)
 		}
 	case "text/event-stream":
-		resp.Body = &sseSniffer{ReadCloser: resp.Body, id: msg["id"], slot: s}
+		resp.Body = &sseSniffer{ReadCloser: resp.Body, id: msg["id"], slot: s, onProgress: t.onProgress}
 	}
 	return resp, nil
 }
 
-// fill sets the slot from a JSON-RPC answer to the request with id.
-func fill(s *rawSlot, id json.RawMessage, data []byte) {
+// fill sets the slot from a JSON-RPC answer to the request with id, or
+// relays a progress notification.
+func fill(s *rawSlot, id json.RawMessage, data []byte, onProgress func(json.RawMessage) bool) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
 		Result json.RawMessage `json:"result"`
 	}
-	if json.Unmarshal(data, &m) == nil && bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(id)) && m.Result != nil {
+	switch {
+	case json.Unmarshal(data, &m) != nil:
+	case m.Method == "notifications/progress" && onProgress != nil:
+		onProgress(m.Params)
+	case bytes.Equal(bytes.TrimSpace(m.ID), bytes.TrimSpace(id)) && m.Result != nil:
 		s.set(m.Result)
 	}
 }
@@ -173,10 +198,11 @@ func fill(s *rawSlot, id json.RawMessage, data []byte) {
 // sseSniffer reads the data of each event of a stream as it passes.
 type sseSniffer struct {
 	io.ReadCloser
-	id   json.RawMessage
-	slot *rawSlot
-	line []byte
-	data []byte
+	id         json.RawMessage
+	slot       *rawSlot
+	onProgress func(json.RawMessage) bool
+	line       []byte
+	data       []byte
 }
 
 func (s *sseSniffer) Read(p []byte) (int, error) {
@@ -191,7 +217,7 @@ func (s *sseSniffer) Read(p []byte) (int, error) {
 		switch {
 		case len(line) == 0:
 			if len(s.data) > 0 {
-				fill(s.slot, s.id, s.data)
+				fill(s.slot, s.id, s.data, s.onProgress)
 			}
 			s.data = s.data[:0]
 		case bytes.HasPrefix(line, []byte("data:")):
@@ -276,13 +302,16 @@ func (g *Gateway) sameProtocol(req mcp.Request, up *mcp.ClientSession) bool {
 type progress struct {
 	next   atomic.Int64
 	mu     sync.Mutex
-	routes map[string]progressRoute
+	routes map[string]*progressRoute
 }
 
 type progressRoute struct {
 	ctx   context.Context // the client's request
 	ss    *mcp.ServerSession
 	token any
+	// relayed: the upstream's transport relays this route's notifications
+	// (relayRaw), so the client session's handler leaves them.
+	relayed atomic.Bool
 }
 
 // route gives a request's progress token a gateway token; the function
@@ -291,9 +320,9 @@ func (p *progress) route(ctx context.Context, ss *mcp.ServerSession, token any) 
 	t := "idemkit-progress-" + strconv.FormatInt(p.next.Add(1), 10)
 	p.mu.Lock()
 	if p.routes == nil {
-		p.routes = map[string]progressRoute{}
+		p.routes = map[string]*progressRoute{}
 	}
-	p.routes[t] = progressRoute{ctx, ss, token}
+	p.routes[t] = &progressRoute{ctx: ctx, ss: ss, token: token}
 	p.mu.Unlock()
 	return t, func() {
 		p.mu.Lock()
@@ -302,15 +331,37 @@ func (p *progress) route(ctx context.Context, ss *mcp.ServerSession, token any) 
 	}
 }
 
-// notify relays one of the upstream's progress notifications.
+// notifyProgress relays one of the upstream's progress notifications that
+// its transport did not: one that came outside a request's stream.
 func (g *Gateway) notifyProgress(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
-	p := req.Params
-	g.progress.mu.Lock()
-	r, ok := g.progress.routes[fmt.Sprint(p.ProgressToken)]
-	g.progress.mu.Unlock()
-	if !ok {
-		return
+	if r := g.progress.lookup(req.Params.ProgressToken); r != nil && !r.relayed.Load() {
+		g.sendProgress(r, req.Params)
 	}
+}
+
+// relayRaw relays a progress notification as the upstream's transport
+// reads it, reporting whether it was one of a forwarded request.
+func (g *Gateway) relayRaw(params json.RawMessage) bool {
+	var p mcp.ProgressNotificationParams
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	r := g.progress.lookup(p.ProgressToken)
+	if r == nil {
+		return false
+	}
+	r.relayed.Store(true)
+	g.sendProgress(r, &p)
+	return true
+}
+
+func (p *progress) lookup(token any) *progressRoute {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.routes[fmt.Sprint(token)]
+}
+
+func (g *Gateway) sendProgress(r *progressRoute, p *mcp.ProgressNotificationParams) {
 	out := *p
 	out.ProgressToken = r.token
 	if err := r.ss.NotifyProgress(r.ctx, &out); err != nil {
@@ -443,10 +494,31 @@ func (g *Gateway) toClient(next mcp.MethodHandler) mcp.MethodHandler {
 // or err.
 func unwrapRPC(err error) error {
 	var we *jsonrpc.Error
-	if errors.As(err, &we) {
-		return we
+	if !errors.As(err, &we) {
+		return err
 	}
-	return err
+	if we.Code == jsonrpc.CodeMethodNotFound {
+		// The go-sdk's connection rewrites the message of an error that
+		// is a -32601 to its own ("method not found: ..."); this one
+		// carries the code without being one.
+		return methodNotFound{we}
+	}
+	return we
+}
+
+// methodNotFound is an upstream's -32601 error, kept as it came (its data
+// aside).
+type methodNotFound struct{ e *jsonrpc.Error }
+
+func (m methodNotFound) Error() string { return m.e.Message }
+
+// As gives the JSON-RPC error, for its code.
+func (m methodNotFound) As(target any) bool {
+	if p, ok := target.(**jsonrpc.Error); ok {
+		*p = m.e
+		return true
+	}
+	return false
 }
 
 // clientCaps are the capabilities the upstream is told the gateway's

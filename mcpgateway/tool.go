@@ -409,6 +409,7 @@ func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(contex
 		defer g.active.begin(uc.ctx, uc.req)()
 		_, meta, end := g.withProgress(uc.ctx, uc.req, nil, meta)
 		defer end()
+		cctx, _ = withSlot(cctx, nil) // an HTTP upstream's answer stream is read for progress
 		res, err := sess.CallTool(cctx, &mcp.CallToolParams{Meta: meta, Name: t.name, Arguments: args})
 		if err != nil {
 			uc.err = t.classify(err)

@@ -207,26 +207,6 @@ func upstreamMain(dir string) int {
 			return &mcp.CallToolResult{Content: text(fmt.Sprintf("reported %d steps, token %v", a.Steps, tok))}, nil, nil
 		})
 
-	// ask asks the client's model (sampling) and returns its answer.
-	type ask struct {
-		Question string `json:"question"`
-	}
-	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "ask the client's model"},
-		func(ctx context.Context, req *mcp.CallToolRequest, a ask) (*mcp.CallToolResult, any, error) {
-			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{
-				Messages:  []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Question}}},
-				MaxTokens: 10,
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			answer := ""
-			if tc, ok := res.Content.(*mcp.TextContent); ok {
-				answer = tc.Text
-			}
-			return &mcp.CallToolResult{Content: text("the model said: " + answer)}, nil, nil
-		})
-
 	// retire removes the refund tool: the upstream's tool list changes.
 	mcp.AddTool(s, &mcp.Tool{Name: "retire", Description: "stop offering refund"},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {

@@ -7,13 +7,15 @@
 //	{"env": {...}, "steps": [
 //	  {"name": "tool", "arguments": {...}, "_meta": {...}, "progress": true},
 //	  {"parallel": [{"name": ...}, ...]},
-//	  {"list": "tools" | "prompts" | "resources" | "resourceTemplates"}
+//	  {"list": "tools" | "prompts" | "resources" | "resourceTemplates"},
+//	  {"complete": {"ref": {...}, "argument": {...}}}
 //	]}
 //
 // A call prints its result, or {"error": {"code", "message"}} when the
 // client throws (an outputSchema violation, a JSON-RPC error), with
 // "progress": the notifications it got when it asked for them. A list
-// prints the server's raw result. The client answers sampling requests
+// or a completion prints the server's raw result, or {"error": ...}. The
+// client answers sampling requests
 // with the text "forty-two".
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -60,10 +62,16 @@ try {
   for (const step of plan.steps) {
     if (step.parallel) {
       for (const r of await Promise.all(step.parallel.map(call))) process.stdout.write(JSON.stringify(r) + "\n");
-    } else if (step.list) {
+    } else if (step.list || step.complete) {
       const list = { tools: "listTools", prompts: "listPrompts", resources: "listResources", resourceTemplates: "listResourceTemplates" }[step.list];
-      await client[list]();
-      process.stdout.write(JSON.stringify(lastResult) + "\n");
+      let out;
+      try {
+        await (step.complete ? client.complete(step.complete) : client[list]());
+        out = lastResult;
+      } catch (e) {
+        out = { error: { code: e.code, message: e.message } };
+      }
+      process.stdout.write(JSON.stringify(out) + "\n");
     } else {
       process.stdout.write(JSON.stringify(await call(step)) + "\n");
     }
