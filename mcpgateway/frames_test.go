@@ -100,6 +100,9 @@ func TestHostileFramesStdio(t *testing.T) {
 		{"empty batch", `[]`, "null", -32600},
 		{"batch under 2025-06-18", `[{"jsonrpc":"2.0","id":5,"method":"ping"},{"jsonrpc":"2.0","id":6,"method":"ping"}]`, "5", -32600},
 		{"id that is an object", `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`, "null", -32600},
+		// Truncated, with the id of the call in flight: not answered under
+		// that id, which the client would take for the call's answer.
+		{"truncated, id in flight", `{"jsonrpc":"2.0","id":1,"method":"tools/list"`, "null", -32700},
 	}
 	for _, f := range frames {
 		c.send(f.frame)

@@ -5,35 +5,55 @@
 //
 // The gateway spawns its upstream (a command spoken to over stdio) or
 // connects to it (a streamable-HTTP URL), and serves its own clients over
-// stdio (Serve) or streamable HTTP (Handler). Tools, resources, prompts
-// and completions pass through unchanged, listed and called on the
-// upstream as they are; only a tools/call of a configured tool takes the
-// executor's path (package client): derive the action key from the
-// configured identity fields, claim it in the ledger, call the upstream
-// tool with the downstream key (as an argument or in _meta), and record
-// the result.
+// stdio (Serve with Stdio) or streamable HTTP (Handler). Only a tools/call
+// of a configured tool takes the executor's path (package client): derive
+// the action key from the configured identity fields, claim it in the
+// ledger, call the upstream tool with the downstream key (as an argument
+// or in _meta), and record the result. The upstream gets the model's own
+// arguments, a value converted to its normalized form only where the
+// tool's input schema asks for that type.
 //
-// What the client gets back:
+// Everything else passes through as it came: a forwarded request carries
+// the client's own params and is answered with the upstream's own result
+// (or JSON-RPC error) whenever client and upstream speak the same protocol
+// version; progress notifications reach the client under its own token;
+// the upstream's sampling, elicitation and roots requests go to the client,
+// whose capabilities the upstream is told.
+//
+// When the gateway starts, and when the upstream's tool list changes, every
+// configured tool must be offered by the upstream (Config.MissingTools),
+// and every identity and validated path must fit its input schema.
+//
+// What the client gets back for a configured tool:
 //
 //   - the first call: the upstream's result, as it is;
-//   - a repeat of a done action: with Replay set, the first call's result
-//     content (stored in the ledger up to its result limit) followed by
-//     the text "Already done earlier in this run: ... Do not repeat it.";
-//     otherwise only that text. A result that was not kept (too large,
-//     or the action was settled without it by an operator or a
-//     reconciler) is not replayed, and the text says so;
+//   - a repeat of a done action, or a concurrent duplicate merged into a
+//     call in flight: with Replay set, the first call's result content
+//     (stored in the ledger up to its result limit) followed by the text
+//     "Already done earlier in this run: ... Do not repeat it."; otherwise
+//     only that text. A tool that declares an outputSchema gets the first
+//     result's structuredContent on every repeat (ToolConfig.Unkept says
+//     what a repeat whose result was not kept is);
 //   - every other outcome (in progress, uncertain, conflict, failed,
-//     invalid input): a result with isError and the executor's text.
+//     invalid input): a result with isError, the upstream's own content
+//     when it answered, and the executor's text.
 //
 // Each result's _meta carries "idemkit/outcome" and "idemkit/key".
 //
-// An upstream that dies, times out (Config.CallTimeout) or drops the
-// connection during a call is an ambiguous outcome: the record becomes
-// uncertain and the call is never repeated blindly — later repeats are
-// answered "Outcome unknown ... do not retry" until an operator settles
-// the record (ledger.Resolve). A JSON-RPC error by which the upstream
-// refuses the request (invalid params, unknown method) means nothing was
-// done. The next call after the upstream died starts it again.
+// An error before any action (an error result for arguments that violate
+// the input schema, an SDK's refusal before running the tool, a JSON-RPC
+// -32602, what ToolConfig.Definite marks) is a definite failure: nothing
+// was done and a corrected call runs. An upstream that dies, times out
+// (Config.CallTimeout) or drops the connection during a call, or answers
+// another error result (ToolConfig.ErrorResult), is an ambiguous outcome:
+// the record becomes uncertain and the call is never repeated blindly —
+// later repeats are answered "Outcome unknown ... do not retry" until an
+// operator settles the record (ledger.Resolve). A configured call runs to
+// its end even when its client leaves or cancels it, so that its outcome
+// is recorded. The next call after the upstream died starts it again.
+//
+// Over stdio, a message that cannot be read is answered with a JSON-RPC
+// error and the session goes on (StdioTransport).
 //
 // The ledger is a ledger.Store opened by the caller: idem mcp opens it by
 // URL (Config.Ledger), the embedded SQLite file by default.

@@ -253,12 +253,12 @@ func (c *stdioConn) decode(f frame) ([]jsonrpc.Message, error) {
 	data := bytes.TrimSpace(f.data)
 	switch {
 	case f.size > 0:
-		return nil, c.refuse(rpcError{sniffID(data), jsonrpc.CodeInvalidRequest,
+		return nil, c.refuse(rpcError{c.idle(sniffID(data)), jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("Invalid request: the message is %d bytes, more than the limit of %d (limits.maxFrameBytes)", f.size, c.limits.MaxFrameBytes)})
 	case !json.Valid(data):
-		return nil, c.refuse(rpcError{sniffID(data), jsonrpc.CodeParseError, "Parse error: the message is not valid JSON"})
+		return nil, c.refuse(rpcError{c.idle(sniffID(data)), jsonrpc.CodeParseError, "Parse error: the message is not valid JSON"})
 	case depth(data) > c.limits.MaxDepth:
-		return nil, c.refuse(rpcError{shallowID(data), jsonrpc.CodeInvalidRequest,
+		return nil, c.refuse(rpcError{c.idle(shallowID(data)), jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("Invalid request: the message nests deeper than %d levels (limits.maxDepth)", c.limits.MaxDepth)})
 	case data[0] == '[':
 		return c.decodeBatch(data)
@@ -276,6 +276,26 @@ func (c *stdioConn) decode(f frame) ([]jsonrpc.Message, error) {
 // refuse writes the answer to a message that is not passed on.
 func (c *stdioConn) refuse(e rpcError) error {
 	return c.write(append(e.encode(), '\n'))
+}
+
+// idle returns an id read from a message that could not be decoded, or
+// nil when a request in flight has it: the error would be taken for that
+// request's answer.
+func (c *stdioConn) idle(raw json.RawMessage) json.RawMessage {
+	var v any
+	if raw == nil || json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, busy := c.inflight[idKey(id)]; busy {
+		return nil
+	}
+	return raw
 }
 
 func (c *stdioConn) write(b []byte) error {
@@ -549,7 +569,7 @@ func validID(id json.RawMessage) bool {
 // as the TypeScript SDK writes it).
 var (
 	headID = regexp.MustCompile(`^\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")\s*[,}]`)
-	tailID = regexp.MustCompile(`[,{]\s*"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")\s*\}\s*$`)
+	tailID = regexp.MustCompile(`"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")\s*\}\s*$`)
 )
 
 // sniffID finds the id of a message that cannot be parsed (not JSON, or
