@@ -256,8 +256,13 @@ func rawParams(req mcp.Request) json.RawMessage {
 }
 
 // withRawParams is an http.Handler that puts a single request's params
-// into rawParamsHeader for the gateway's server.
+// into rawParamsHeader for the gateway's server, and answers a request
+// that reuses the id of a request of its session still in flight with an
+// error (the go-sdk's connection would drop it without an answer, and the
+// client would wait forever).
 func withRawParams(next http.Handler, limit int) http.Handler {
+	var mu sync.Mutex
+	inflight := map[string]bool{} // session and id
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(rawParamsHeader)
 		if r.Method != http.MethodPost || r.Body == nil {
@@ -270,14 +275,39 @@ func withRawParams(next http.Handler, limit int) http.Handler {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(body), rest), rest}
-		if err == nil && len(body) <= limit {
-			var msg struct {
-				Params json.RawMessage `json:"params"`
-			}
-			if json.Unmarshal(body, &msg) == nil && len(msg.Params) > 0 && msg.Params[0] == '{' {
-				r.Header.Set(rawParamsHeader, string(msg.Params))
-			}
+		var msg struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
 		}
+		if err != nil || len(body) > limit || json.Unmarshal(body, &msg) != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if len(msg.Params) > 0 && msg.Params[0] == '{' {
+			r.Header.Set(rawParamsHeader, string(msg.Params))
+		}
+		session := r.Header.Get("Mcp-Session-Id")
+		if session == "" || msg.Method == "" || len(msg.ID) == 0 || string(msg.ID) == "null" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := session + "\x00" + string(msg.ID)
+		mu.Lock()
+		busy := inflight[key]
+		inflight[key] = true
+		mu.Unlock()
+		if busy {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(rpcError{msg.ID, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("Invalid request: id %s is already in use by a request in flight", msg.ID)}.encode())
+			return
+		}
+		defer func() {
+			mu.Lock()
+			delete(inflight, key)
+			mu.Unlock()
+		}()
 		next.ServeHTTP(w, r)
 	})
 }
