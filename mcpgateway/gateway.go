@@ -224,7 +224,7 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 		g.tools[name] = t
 	}
 	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout, newClient: g.newClient, onProgress: g.relayRaw}
-	sess, release, err := g.up.acquire(ctx)
+	sess, release, err := g.up.acquire(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -310,7 +310,7 @@ func hint(name string, tools map[string]*upstreamTool) string {
 func (g *Gateway) refresh() {
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
-	sess, release, err := g.up.acquire(ctx)
+	sess, release, err := g.up.acquire(ctx, false)
 	if err == nil {
 		err = g.check(ctx, sess)
 		release()
@@ -415,7 +415,7 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 // or its JSON-RPC error. Progress notifications of the request are
 // relayed to the client.
 func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mcp.Request, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
-	sess, release, err := g.up.acquire(ctx)
+	sess, release, err := g.up.acquire(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -463,12 +463,13 @@ type upstream struct {
 	client    *mcp.Client // made with caps
 	caps      clientCaps
 	sess      *mcp.ClientSession
-	inUse     int // acquired and not released
+	inUse     int  // acquired and not released
+	served    bool // sess has served a client's request
 }
 
 // acquire returns the live session, connecting first when there is none;
-// release it when done.
-func (u *upstream) acquire(ctx context.Context) (*mcp.ClientSession, func(), error) {
+// release it when done. forClient says it serves a client's request.
+func (u *upstream) acquire(ctx context.Context, forClient bool) (*mcp.ClientSession, func(), error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	sess, err := u.connect(ctx)
@@ -476,6 +477,7 @@ func (u *upstream) acquire(ctx context.Context) (*mcp.ClientSession, func(), err
 		return nil, nil, err
 	}
 	u.inUse++
+	u.served = u.served || forClient
 	var once sync.Once
 	return sess, func() {
 		once.Do(func() {
@@ -517,7 +519,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpgateway: connecting to the upstream: %w", err)
 	}
-	u.sess = sess
+	u.sess, u.served = sess, false
 	u.log.Info("mcpgateway: upstream connected", slog.String("session", sess.ID()))
 	if u.connected != nil {
 		u.connected()

@@ -579,9 +579,10 @@ func (c clientCaps) options() *mcp.ClientCapabilities {
 
 // initialized takes a new client's capabilities to the upstream: when the
 // client can do what the upstream was not told of (sampling, elicitation,
-// roots), the gateway connects to the upstream again telling it, unless
-// calls are in flight there (they would be cut short). Restarting a
-// command upstream this way happens before the client's first request.
+// roots), the gateway connects to the upstream again telling it, as long
+// as the upstream's session has served no client's request (a command
+// upstream is started again: whatever state it keeps in memory would be
+// lost) and none is in flight (it would be cut short).
 func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) {
 	ip := req.Session.InitializeParams()
 	if ip == nil || ip.Capabilities == nil {
@@ -595,7 +596,7 @@ func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) 
 
 // adopt makes the next session tell the upstream the union of its
 // capabilities and c, closing the current one, when that adds to them and
-// the session is not in use.
+// the session has served no client and is not in use.
 func (u *upstream) adopt(c clientCaps) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -603,8 +604,8 @@ func (u *upstream) adopt(c clientCaps) error {
 	if reflect.DeepEqual(next, u.caps) {
 		return nil
 	}
-	if u.inUse > 0 {
-		return fmt.Errorf("mcpgateway: %d requests are in flight on the upstream", u.inUse)
+	if u.inUse > 0 || u.served {
+		return errors.New("mcpgateway: the upstream has served a client's request since it started")
 	}
 	u.caps = next
 	u.client = u.newClient(next)

@@ -397,7 +397,7 @@ func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(contex
 			}
 			meta[or(t.cfg.Key.Meta, DefaultKeyMeta)] = inv.DownstreamKey
 		}
-		sess, release, err := g.up.acquire(ctx)
+		sess, release, err := g.up.acquire(ctx, true)
 		if err != nil {
 			// Nothing was sent: the upstream could not be started or
 			// initialized.
