@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // slowConfig is a setup whose tools are the upstream's slow (held until
@@ -171,5 +172,43 @@ func TestDuplicateIDStdio(t *testing.T) {
 	}
 	if j := journal(t, s.dir); countPrefix(j, "append_line") != 0 {
 		t.Fatalf("the refused request ran: %q", j)
+	}
+}
+
+// Item 1: a client that goes away while a configured call is in flight
+// does not cut the call short: it runs to its end and is recorded, the
+// gateway exits when it is, and a repeat in a new process is answered
+// from the record. Before, the call's context ended with the session and
+// an effect that had happened was left uncertain.
+func TestClientLeavesMidCall(t *testing.T) {
+	t.Parallel()
+	s := slowConfig(t, nil)
+	c := s.raw(t, nil, "--run-id", "leaving")
+	c.initialize("2025-06-18")
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"id":"gone"}}}`)
+	waitFor(t, "the slow call to reach the upstream", func() bool { return countPrefix(journal(t, s.dir), "slow-start gone") == 1 })
+	if err := c.in.Close(); err != nil { // the client leaves
+		t.Fatal(err)
+	}
+	s.release(t, "gone")
+	exited := make(chan error, 1)
+	go func() { exited <- c.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the gateway: %v\n%s", err, c.stderr)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the gateway did not exit\n%s", c.stderr)
+	}
+	if !strings.Contains(c.stderr.String(), `outcome=executed`) {
+		t.Errorf("the call was not recorded executed:\n%s", c.stderr)
+	}
+	cs := s.stdio(t, nil, nil, "--run-id", "leaving")
+	if res := callOK(t, cs, "slow", map[string]any{"id": "gone"}); outcome(res) != "already done" {
+		t.Fatalf("a repeat: %s %q", outcome(res), allText(res))
+	}
+	if j := journal(t, s.dir); countPrefix(j, "slow gone") != 1 {
+		t.Fatalf("journal: %q", j)
 	}
 }

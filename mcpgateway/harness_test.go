@@ -316,6 +316,9 @@ func (s *setup) raw(t *testing.T, environ []string, extra ...string) *rawClient 
 	}()
 	t.Cleanup(func() {
 		_ = in.Close()
+		if cmd.ProcessState != nil { // the test waited for it
+			return
+		}
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
 		select {
