@@ -415,6 +415,8 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 // or its JSON-RPC error. Progress notifications of the request are
 // relayed to the client.
 func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mcp.Request, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	_ = g.adoptCaps(ss) // initialized said why not, if not
 	sess, release, err := g.up.acquire(ctx, true)
 	if err != nil {
 		return nil, err

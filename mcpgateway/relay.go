@@ -584,14 +584,24 @@ func (c clientCaps) options() *mcp.ClientCapabilities {
 // upstream is started again: whatever state it keeps in memory would be
 // lost) and none is in flight (it would be cut short).
 func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) {
-	ip := req.Session.InitializeParams()
-	if ip == nil || ip.Capabilities == nil {
-		return
-	}
-	c := clientCaps{Sampling: ip.Capabilities.Sampling, Elicitation: ip.Capabilities.Elicitation, Roots: ip.Capabilities.RootsV2}
-	if err := g.up.adopt(c); err != nil {
+	if err := g.adoptCaps(req.Session); err != nil {
 		g.log.Warn("mcpgateway: the upstream keeps the client capabilities it was told", slog.Any("err", err))
 	}
+}
+
+// adoptCaps takes a session's client capabilities to the upstream
+// (initialized); every forwarded request does it again, as the first
+// request of a streamable-HTTP session may be handled before its
+// initialized notification.
+func (g *Gateway) adoptCaps(ss *mcp.ServerSession) error {
+	if ss == nil {
+		return nil
+	}
+	ip := ss.InitializeParams()
+	if ip == nil || ip.Capabilities == nil {
+		return nil
+	}
+	return g.up.adopt(clientCaps{Sampling: ip.Capabilities.Sampling, Elicitation: ip.Capabilities.Elicitation, Roots: ip.Capabilities.RootsV2})
 }
 
 // adopt makes the next session tell the upstream the union of its

@@ -397,6 +397,7 @@ func (g *Gateway) runUpstream(t *guarded, onError client.ErrorClass) func(contex
 			}
 			meta[or(t.cfg.Key.Meta, DefaultKeyMeta)] = inv.DownstreamKey
 		}
+		_ = g.adoptCaps(uc.req.Session) // initialized said why not, if not
 		sess, release, err := g.up.acquire(ctx, true)
 		if err != nil {
 			// Nothing was sent: the upstream could not be started or
