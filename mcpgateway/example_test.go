@@ -42,7 +42,7 @@ func Example() {
 		panic(err)
 	}
 	defer gw.Close()
-	srv := httptest.NewServer(gw.Handler(nil)) // or gw.Serve(ctx, &mcp.StdioTransport{})
+	srv := httptest.NewServer(gw.Handler(nil)) // or gw.Serve(ctx, gw.Stdio())
 	defer srv.Close()
 
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).
