@@ -21,19 +21,31 @@ import (
 var ErrConfig = errors.New("mcpgateway: configuration")
 
 // Config is the gateway's configuration, usually read from a JSON (or
-// YAML) file with LoadConfig:
+// YAML) file with LoadConfig. For @modelcontextprotocol/server-memory,
+// whose add_observations is made exactly-once per entity and observation
+// (ExampleParseConfig):
 //
 //	{
-//	  "upstream": {"command": ["npx", "-y", "@modelcontextprotocol/server-memory"]},
-//	  "run": {"id": "desktop"},
+//	  "upstream": {
+//	    "command": ["npx", "-y", "@modelcontextprotocol/server-memory"],
+//	    "env": {"MEMORY_FILE_PATH": "/Users/me/.local/share/memory.jsonl"}
+//	  },
 //	  "tools": {
 //	    "add_observations": {
-//	      "identity": [{"path": "observations.0.entityName", "norm": "trimmed"}],
-//	      "key": {"meta": "idemkit/key"},
+//	      "identity": [
+//	        {"path": "observations[*].entityName", "norm": "trimmed"},
+//	        {"path": "observations[*].contents", "norm": "trimmed"}
+//	      ],
 //	      "replay": true
 //	    }
 //	  }
 //	}
+//
+// The identity names the action, what is observed of whom: keyed by the
+// entity alone, a second, different observation of the same entity would
+// be answered "Already done" and never stored. With the observation's text
+// in it, a retry, a replay or a resumed run (which send the same text) is
+// one observation, and a reworded one is another.
 type Config struct {
 	// Upstream is the MCP server the gateway fronts. Required.
 	Upstream Upstream `json:"upstream"`
@@ -52,11 +64,29 @@ type Config struct {
 	Tenant Source `json:"tenant,omitzero"`
 	// CallTimeout bounds one upstream call of a configured tool (default
 	// DefaultCallTimeout). A call that runs out is ambiguous: the record
-	// becomes uncertain and the call is not repeated.
+	// becomes uncertain and the call is not repeated. It bounds every
+	// request the gateway forwards as well (a passthrough tool call, a
+	// list, a read): one that runs out is cancelled on the upstream and
+	// answered with a JSON-RPC error.
 	CallTimeout Duration `json:"callTimeout,omitzero"`
 	// Name is the gateway's MCP implementation name (default
 	// "idemkit-mcp-gateway").
 	Name string `json:"name,omitempty"`
+	// Limits bound one message from a client; a message beyond them is
+	// answered with a JSON-RPC error and the session goes on.
+	Limits Limits `json:"limits,omitzero"`
+	// Lease is how long a configured tool's claim blocks other callers
+	// while the upstream runs it (client.Config.Lease; default 2 minutes).
+	// Runs longer than the lease renew it. Options.Client's Lease, when
+	// set, takes precedence.
+	Lease Duration `json:"lease,omitzero"`
+	// MissingTools says what a configured tool the upstream does not offer
+	// is, when the gateway starts and when the upstream's tool list
+	// changes: "error" (default: New fails, naming the closest tools the
+	// upstream offers; after a change, an error in the log), or "warn" (a
+	// warning in the log, and the gateway starts). A misspelt name would
+	// otherwise leave the tool it meant unguarded.
+	MissingTools string `json:"missingTools,omitempty"`
 }
 
 // DefaultCallTimeout is Config.CallTimeout's default.
@@ -105,9 +135,15 @@ type Source struct {
 
 // ToolConfig makes one upstream tool exactly-once.
 type ToolConfig struct {
-	// Identity fields define the action (see client.Tool.Identity). A path
-	// is dotted; a segment of digits indexes an array
-	// ("observations.0.entityName"). Required.
+	// Identity fields define the action (see client.Tool.Identity): the
+	// values that say what the tool does, so that two calls with the same
+	// values are the same action and two different actions never share
+	// them. A path is dotted; a segment of digits, or [n], indexes an
+	// array ("order.id", "observations.0.entityName"); [*] takes every
+	// element of an array ("observations[*].contents"), and the value is
+	// then the list of every element's value. Every path must exist in the
+	// upstream tool's input schema, and name a string, number or boolean
+	// (after [*], or an array of them). Required.
 	Identity []FieldConfig `json:"identity"`
 	// Validated fields must not change between repeats (a repeat with
 	// another value is a conflict).
@@ -120,13 +156,44 @@ type ToolConfig struct {
 	// within the ledger's result limit) with the outcome's text appended.
 	// Otherwise a repeat returns the outcome's text only.
 	Replay bool `json:"replay,omitempty"`
-	// ErrorResult says what a result with isError means: "ambiguous"
-	// (default: the tool may have acted before it failed; the record
-	// becomes uncertain), "definite" (nothing was done, a retry may
-	// succeed) or "permanent" (nothing was done, a retry will fail too).
-	// Choose definite or permanent only for servers whose tools report
-	// errors before acting.
+	// ErrorResult says what a result with isError means when nothing
+	// below marks it definite: "ambiguous" (default: the tool may have
+	// acted before it failed; the record becomes uncertain), "definite"
+	// (nothing was done, a retry may succeed) or "permanent" (nothing was
+	// done, a retry will fail too). Choose definite or permanent only for
+	// servers whose tools report errors before acting.
+	//
+	// Whatever it says, these are definite failures, which a corrected
+	// call may retry: an error result for arguments that do not conform
+	// to the tool's input schema (the MCP SDKs check it before running the
+	// tool); an error result whose text is an SDK's refusal before running
+	// the tool ("MCP error -32602: Input validation error...", "MCP error
+	// -32602: Tool x not found", "validating \"arguments\": ..."); a
+	// JSON-RPC error -32602 (invalid params); and what Definite matches.
+	// The model is shown the upstream's own message in every case.
 	ErrorResult string `json:"errorResult,omitempty"`
+	// Definite marks more of this tool's errors as definite failures:
+	// error results whose text matches a Text, and JSON-RPC errors whose
+	// code is a Code.
+	Definite []ErrorMatch `json:"definite,omitempty"`
+	// Unkept says what a repeat of a tool that declares an outputSchema
+	// returns when the first call's structuredContent is not at hand (too
+	// large to keep, or settled by an operator): "error" (default: an
+	// error result, which need not carry structuredContent, saying it was
+	// already done) or "text" (a result without structuredContent, which
+	// does not conform to the output schema: clients that check it, like
+	// the TypeScript SDK, refuse it). Repeats whose first result was kept
+	// carry its structuredContent, with or without Replay.
+	Unkept string `json:"unkept,omitempty"`
+}
+
+// ErrorMatch matches an upstream error that means nothing was done: an
+// error result whose text matches Text (a regular expression, RE2
+// syntax, unanchored), or a JSON-RPC error whose code is Code. Set one of
+// them.
+type ErrorMatch struct {
+	Text string `json:"text,omitempty"`
+	Code int64  `json:"code,omitempty"`
 }
 
 // FieldConfig is an identity or validated field.
@@ -245,6 +312,12 @@ func (c *Config) Validate() error {
 	if c.CallTimeout < 0 {
 		bad("callTimeout: negative")
 	}
+	if c.Limits.MaxFrameBytes < 0 || c.Limits.MaxDepth < 0 {
+		bad("limits: negative")
+	}
+	if c.Limits.MaxDepth > DefaultMaxDepth {
+		bad("limits.maxDepth: %d is more than %d, the most the MCP SDK decodes", c.Limits.MaxDepth, DefaultMaxDepth)
+	}
 	for _, s := range []struct {
 		name string
 		src  Source
@@ -253,17 +326,43 @@ func (c *Config) Validate() error {
 			bad("%s.meta: %q is not a _meta key", s.name, s.src.Meta)
 		}
 	}
+	if c.Lease < 0 {
+		bad("lease: negative")
+	}
+	if c.MissingTools != "" && c.MissingTools != "error" && c.MissingTools != "warn" {
+		bad("missingTools: %q is not error or warn", c.MissingTools)
+	}
 	for name, t := range c.Tools {
 		if len(t.Identity) == 0 {
 			bad("tools.%s: no identity fields", name)
 		}
+		seen := map[string]bool{}
 		for _, f := range append(append([]FieldConfig(nil), t.Identity...), t.Validated...) {
 			if _, ok := norms[f.Norm]; !ok {
 				bad("tools.%s: field %s: unknown norm %q", name, f.Path, f.Norm)
 			}
-			if f.Path == "" || strings.Contains(f.Path, "..") || strings.HasPrefix(f.Path, ".") || strings.HasSuffix(f.Path, ".") {
-				bad("tools.%s: field path %q is not a dotted path", name, f.Path)
+			p, err := parsePath(f.Path)
+			if err != nil {
+				bad("tools.%s: field path %q is not a path: %v", name, f.Path, err)
+				continue
 			}
+			if seen[p.dot] {
+				bad("tools.%s: field %s is named twice", name, f.Path)
+			}
+			seen[p.dot] = true
+		}
+		for i, m := range t.Definite {
+			switch {
+			case (m.Text == "") == (m.Code == 0):
+				bad("tools.%s: definite[%d]: set text or code", name, i)
+			case m.Text != "":
+				if _, err := regexp.Compile(m.Text); err != nil {
+					bad("tools.%s: definite[%d]: %v", name, i, err)
+				}
+			}
+		}
+		if t.Unkept != "" && t.Unkept != "error" && t.Unkept != "text" {
+			bad("tools.%s: unkept %q is not error or text", name, t.Unkept)
 		}
 		if _, ok := scopes[t.Scope]; !ok {
 			bad("tools.%s: scope %q is not run, tenant or global", name, t.Scope)

@@ -3,12 +3,15 @@ package mcpgateway
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -46,7 +49,15 @@ func TestParseConfigErrors(t *testing.T) {
 		{"not http", `{"upstream": {"url": "ftp://x"}}`, "not http"},
 		{"no identity", `{"upstream": {"url": "http://x"}, "tools": {"t": {}}}`, "no identity fields"},
 		{"bad norm", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "id", "norm": "upper"}]}}}`, "unknown norm"},
-		{"bad path", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "a..b"}]}}}`, "not a dotted path"},
+		{"bad path", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "a..b"}]}}}`, "is not a path"},
+		{"bad bracket", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "a[x].b"}]}}}`, "is not an index or [*]"},
+		{"unbalanced", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "a[*.b"}]}}}`, "unbalanced"},
+		{"twice", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "a.0"}, {"path": "a[0]"}]}}}`, "named twice"},
+		{"bad definite", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "id"}], "definite": [{}]}}}`, "set text or code"},
+		{"bad definite text", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "id"}], "definite": [{"text": "("}]}}}`, "definite[0]"},
+		{"bad unkept", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "id"}], "unkept": "x"}}}`, "unkept"},
+		{"bad missing tools", `{"upstream": {"url": "http://x"}, "missingTools": "ignore"}`, "missingTools"},
+		{"deep limit", `{"upstream": {"url": "http://x"}, "limits": {"maxDepth": 5000}}`, "maxDepth"},
 		{"bad scope", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "id"}], "scope": "world"}}}`, "scope"},
 		{"bad error class", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "id"}], "errorResult": "maybe"}}}`, "errorResult"},
 		{"two keys", `{"upstream": {"url": "http://x"}, "tools": {"t": {"identity": [{"path": "id"}], "key": {"argument": "k", "meta": "k"}}}}`, "not both"},
@@ -81,20 +92,36 @@ func TestProject(t *testing.T) {
 		{"two paths share a parent", []string{"order.id", "observations.0.entityName"}, `{"observations":{"0":{"entityName":"alice"}},"order":{"id":7}}`},
 		{"missing stays missing", []string{"observations.1.entityName", "order.sku"}, `{}`},
 		{"no leading zeros", []string{"observations.00.entityName"}, `{}`},
-		{"a non-scalar is kept for the executor to refuse", []string{"observations.0.contents"}, `{"observations":{"0":{"contents":["x"]}}}`},
+		{"brackets index an array", []string{"observations[0].entityName"}, `{"observations":{"0":{"entityName":"alice"}}}`},
+		{"every element", []string{"observations[*].contents"}, `{"observations[*]":{"contents":"[[\"x\"]]"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var paths [][]string
-			for _, p := range tc.paths {
-				paths = append(paths, strings.Split(p, "."))
-			}
-			b, err := json.Marshal(project(args, paths))
+			b, err := json.Marshal(projected(t, args, tc.paths...))
 			if err != nil || string(b) != tc.want {
 				t.Fatalf("project = %s (%v), want %s", b, err, tc.want)
 			}
 		})
 	}
+}
+
+// projected is the gateway's projection of args for identity paths.
+func projected(t *testing.T, args map[string]any, paths ...string) map[string]any {
+	t.Helper()
+	g := &Gateway{log: slog.New(slog.DiscardHandler)}
+	tool := &guarded{name: "t"}
+	for _, p := range paths {
+		fp, err := parsePath(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tool.fields = append(tool.fields, field{path: fp, identity: true})
+	}
+	out, refused := g.project(tool, args)
+	if refused != nil {
+		t.Fatalf("refused: %v", refused.Content[0].(*mcp.TextContent).Text)
+	}
+	return out
 }
 
 func TestLoadConfigYAML(t *testing.T) {

@@ -42,7 +42,7 @@ func Example() {
 		panic(err)
 	}
 	defer gw.Close()
-	srv := httptest.NewServer(gw.Handler(nil)) // or gw.Serve(ctx, &mcp.StdioTransport{})
+	srv := httptest.NewServer(gw.Handler(nil)) // or gw.Serve(ctx, gw.Stdio())
 	defer srv.Close()
 
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).
@@ -69,4 +69,36 @@ func Example() {
 	//   email sent on ticket T-42
 	//   Already done earlier in this run: send_email: email sent on ticket T-42. Do not repeat it.
 	// emails sent: 1
+}
+
+// A configuration for @modelcontextprotocol/server-memory whose
+// add_observations is exactly-once per entity and observation: the
+// identity names the action (what is observed of whom), so that a second,
+// different observation of the same entity is another action, stored,
+// while a repeat of the same call is not.
+func ExampleParseConfig() {
+	cfg, err := mcpgateway.ParseConfig([]byte(`{
+  "upstream": {
+    "command": ["npx", "-y", "@modelcontextprotocol/server-memory"],
+    "env": {"MEMORY_FILE_PATH": "/Users/me/.local/share/memory.jsonl"}
+  },
+  "tools": {
+    "add_observations": {
+      "identity": [
+        {"path": "observations[*].entityName", "norm": "trimmed"},
+        {"path": "observations[*].contents", "norm": "trimmed"}
+      ],
+      "replay": true
+    }
+  }
+}`))
+	if err != nil {
+		panic(err)
+	}
+	for _, f := range cfg.Tools["add_observations"].Identity {
+		fmt.Println(f.Path, f.Norm)
+	}
+	// Output:
+	// observations[*].entityName trimmed
+	// observations[*].contents trimmed
 }

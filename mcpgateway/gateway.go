@@ -5,35 +5,55 @@
 //
 // The gateway spawns its upstream (a command spoken to over stdio) or
 // connects to it (a streamable-HTTP URL), and serves its own clients over
-// stdio (Serve) or streamable HTTP (Handler). Tools, resources, prompts
-// and completions pass through unchanged, listed and called on the
-// upstream as they are; only a tools/call of a configured tool takes the
-// executor's path (package client): derive the action key from the
-// configured identity fields, claim it in the ledger, call the upstream
-// tool with the downstream key (as an argument or in _meta), and record
-// the result.
+// stdio (Serve with Stdio) or streamable HTTP (Handler). Only a tools/call
+// of a configured tool takes the executor's path (package client): derive
+// the action key from the configured identity fields, claim it in the
+// ledger, call the upstream tool with the downstream key (as an argument
+// or in _meta), and record the result. The upstream gets the model's own
+// arguments, a value converted to its normalized form only where the
+// tool's input schema asks for that type.
 //
-// What the client gets back:
+// Everything else passes through as it came: a forwarded request carries
+// the client's own params and is answered with the upstream's own result
+// (or JSON-RPC error) whenever client and upstream speak the same protocol
+// version; progress notifications reach the client under its own token;
+// the upstream's sampling, elicitation and roots requests go to the client,
+// whose capabilities the upstream is told.
+//
+// When the gateway starts, and when the upstream's tool list changes, every
+// configured tool must be offered by the upstream (Config.MissingTools),
+// and every identity and validated path must fit its input schema.
+//
+// What the client gets back for a configured tool:
 //
 //   - the first call: the upstream's result, as it is;
-//   - a repeat of a done action: with Replay set, the first call's result
-//     content (stored in the ledger up to its result limit) followed by
-//     the text "Already done earlier in this run: ... Do not repeat it.";
-//     otherwise only that text. A result that was not kept (too large,
-//     or the action was settled without it by an operator or a
-//     reconciler) is not replayed, and the text says so;
+//   - a repeat of a done action, or a concurrent duplicate merged into a
+//     call in flight: with Replay set, the first call's result content
+//     (stored in the ledger up to its result limit) followed by the text
+//     "Already done earlier in this run: ... Do not repeat it."; otherwise
+//     only that text. A tool that declares an outputSchema gets the first
+//     result's structuredContent on every repeat (ToolConfig.Unkept says
+//     what a repeat whose result was not kept is);
 //   - every other outcome (in progress, uncertain, conflict, failed,
-//     invalid input): a result with isError and the executor's text.
+//     invalid input): a result with isError, the upstream's own content
+//     when it answered, and the executor's text.
 //
 // Each result's _meta carries "idemkit/outcome" and "idemkit/key".
 //
-// An upstream that dies, times out (Config.CallTimeout) or drops the
-// connection during a call is an ambiguous outcome: the record becomes
-// uncertain and the call is never repeated blindly — later repeats are
-// answered "Outcome unknown ... do not retry" until an operator settles
-// the record (ledger.Resolve). A JSON-RPC error by which the upstream
-// refuses the request (invalid params, unknown method) means nothing was
-// done. The next call after the upstream died starts it again.
+// An error before any action (an error result for arguments that violate
+// the input schema, an SDK's refusal before running the tool, a JSON-RPC
+// -32602, what ToolConfig.Definite marks) is a definite failure: nothing
+// was done and a corrected call runs. An upstream that dies, times out
+// (Config.CallTimeout) or drops the connection during a call, or answers
+// another error result (ToolConfig.ErrorResult), is an ambiguous outcome:
+// the record becomes uncertain and the call is never repeated blindly —
+// later repeats are answered "Outcome unknown ... do not retry" until an
+// operator settles the record (ledger.Resolve). A configured call runs to
+// its end even when its client leaves or cancels it, so that its outcome
+// is recorded. The next call after the upstream died starts it again.
+//
+// Over stdio, a message that cannot be read is answered with a JSON-RPC
+// error and the session goes on (StdioTransport).
 //
 // The ledger is a ledger.Store opened by the caller: idem mcp opens it by
 // URL (Config.Ledger), the embedded SQLite file by default.
@@ -43,15 +63,22 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/idemkit"
@@ -90,23 +117,41 @@ type Executor interface {
 
 // Gateway is an MCP server in front of an upstream MCP server.
 type Gateway struct {
-	cfg     Config
-	exec    *client.Executor
-	calls   Executor // exec, wrapped by Options.Executor
-	wrap    func(client.Tool) client.Tool
-	up      *upstream
-	server  *mcp.Server
-	tools   map[string]*guarded
-	log     *slog.Logger
-	procRun string // the run id of stdio sessions without another source
-	timeout time.Duration
+	cfg      Config
+	exec     *client.Executor
+	calls    Executor // exec, wrapped by Options.Executor
+	wrap     func(client.Tool) client.Tool
+	up       *upstream
+	server   *mcp.Server
+	tools    map[string]*guarded
+	log      *slog.Logger
+	procRun  string // the run id of stdio sessions without another source
+	timeout  time.Duration
+	catalog  catalog
+	progress progress
+	active   active
+	// inflight counts the configured tool calls in progress, which go on
+	// when their client leaves: Serve and Close wait for them.
+	inflight sync.WaitGroup
 }
 
-// guarded is a configured tool.
-type guarded struct {
-	name  string
-	cfg   ToolConfig
-	paths [][]string // identity and validated paths, split
+// catalog is the upstream's tools, as last listed.
+type catalog struct {
+	mu    sync.RWMutex
+	tools map[string]*upstreamTool
+}
+
+// tool returns what the upstream's listing says of a tool, or nil.
+func (c *catalog) tool(name string) *upstreamTool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.tools[name]
+}
+
+func (c *catalog) set(tools map[string]*upstreamTool) {
+	c.mu.Lock()
+	c.tools = tools
+	c.mu.Unlock()
 }
 
 // The _meta entries and headers the gateway reads and writes.
@@ -121,6 +166,10 @@ const (
 	// the action key.
 	OutcomeMeta = "idemkit/outcome"
 	KeyMeta     = "idemkit/key"
+	// RunIDEnv is the environment variable from which idem mcp takes the
+	// run id when --run-id is not given: a host that spawns one gateway per
+	// conversation sets it, so that a restarted gateway is the same run.
+	RunIDEnv = "IDEMKIT_RUN_ID"
 )
 
 // New validates cfg, starts or connects to the upstream (the gateway
@@ -150,6 +199,9 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	if cc.Logger == nil {
 		cc.Logger = o.Logger
 	}
+	if cc.Lease == 0 {
+		cc.Lease = time.Duration(cfg.Lease)
+	}
 	g := &Gateway{
 		cfg: *cfg, exec: client.New(store, &cc), tools: map[string]*guarded{}, log: o.Logger,
 		procRun: "session-" + randomHex(), timeout: time.Duration(cfg.CallTimeout), wrap: o.Tool,
@@ -171,20 +223,101 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 		}
 		g.tools[name] = t
 	}
-	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout,
-		client: mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, nil)}
-	sess, err := g.up.session(ctx)
+	g.up = &upstream{cfg: cfg.Upstream, log: o.Logger, stderr: o.Stderr, timeout: o.ConnectTimeout, newClient: g.newClient, onProgress: g.relayRaw}
+	sess, release, err := g.up.acquire(ctx, false)
 	if err != nil {
 		return nil, err
 	}
+	err = g.check(ctx, sess)
+	release()
+	if err != nil {
+		_ = g.up.close()
+		return nil, err
+	}
+	// Every later session (the upstream started again, or told new
+	// capabilities) lists the tools again.
+	g.up.setConnected(func() { go g.refresh() })
 	init := sess.InitializeResult()
 	g.server = mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
-		Instructions: init.Instructions,
-		Capabilities: mirror(init.Capabilities),
-		Logger:       o.Logger,
+		Instructions:       init.Instructions,
+		Capabilities:       mirror(init.Capabilities),
+		Logger:             o.Logger,
+		InitializedHandler: g.initialized,
 	})
 	g.server.AddReceivingMiddleware(g.route)
 	return g, nil
+}
+
+// newClient makes the gateway's client of the upstream, telling it the
+// capabilities caps.
+func (g *Gateway) newClient(caps clientCaps) *mcp.Client {
+	c := mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ClientOptions{
+		Capabilities:                caps.options(),
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { go g.refresh() },
+		ProgressNotificationHandler: g.notifyProgress,
+	})
+	c.AddReceivingMiddleware(g.toClient)
+	return c
+}
+
+// check lists the upstream's tools and checks the configured tools against
+// them: each must be offered (Config.MissingTools), and each identity and
+// validated path must fit the tool's input schema.
+func (g *Gateway) check(ctx context.Context, sess *mcp.ClientSession) error {
+	lctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	tools, err := listTools(lctx, sess)
+	if err != nil {
+		return fmt.Errorf("mcpgateway: listing the upstream's tools: %w", err)
+	}
+	g.catalog.set(tools)
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(g.tools)) {
+		ut := tools[name]
+		if ut == nil {
+			msg := fmt.Sprintf("tools.%s: the upstream offers no tool %q%s", name, name, hint(name, tools))
+			if g.cfg.MissingTools == "warn" {
+				g.log.Warn("mcpgateway: WARNING: a configured tool is not offered by the upstream (missingTools: warn)", slog.String("problem", msg))
+				continue
+			}
+			errs = append(errs, errors.New(msg))
+			continue
+		}
+		for _, f := range g.tools[name].fields {
+			if why := ut.checkField(f.path, f.norm); why != "" {
+				errs = append(errs, fmt.Errorf("tools.%s: field %s: %s", name, f.path.text, why))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
+	}
+	return nil
+}
+
+// hint suggests the tools a missing name may have meant.
+func hint(name string, tools map[string]*upstreamTool) string {
+	near := nearest(name, slices.Collect(maps.Keys(tools)))
+	if len(near) == 0 {
+		return fmt.Sprintf(" (it offers %d tools)", len(tools))
+	}
+	return fmt.Sprintf(" (did you mean %s?)", strings.Join(near, " or "))
+}
+
+// refresh lists the upstream's tools again after they changed (or the
+// upstream was started again), logging what no longer fits the
+// configuration.
+func (g *Gateway) refresh() {
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	sess, release, err := g.up.acquire(ctx, false)
+	if err == nil {
+		err = g.check(ctx, sess)
+		release()
+	}
+	if err != nil {
+		g.log.Error("mcpgateway: the upstream's tools no longer fit the configuration", slog.Any("err", err))
+	}
 }
 
 // mirror returns the capabilities the gateway serves for an upstream's:
@@ -205,19 +338,46 @@ func mirror(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	return caps
 }
 
-// Serve serves one client over t (an *mcp.StdioTransport for a client that
-// spawns the gateway) until the client disconnects or ctx ends.
+// Serve serves one client over t (Stdio for a client that spawns the
+// gateway) until the client disconnects or ctx ends, then waits for the
+// configured tool calls still running to be recorded.
 func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
-	return g.server.Run(ctx, t)
+	if g.cfg.Run.ID == "" {
+		g.log.Warn("mcpgateway: no run id is configured: this process is one run, and a new process (a restart of the gateway) is another, in which the calls of the last one are done again; set one (idem mcp --run-id or " + RunIDEnv + "), or have the client send the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta))
+	}
+	err := g.server.Run(ctx, t)
+	g.inflight.Wait()
+	return err
 }
 
-// Handler serves clients over streamable HTTP; opts may be nil.
+// Stdio returns the transport that serves one client over this process's
+// standard input and output, with the configuration's Limits: pass it to
+// Serve.
+func (g *Gateway) Stdio() *StdioTransport { return &StdioTransport{Limits: g.cfg.Limits} }
+
+// Handler serves clients over streamable HTTP; opts may be nil. Unless
+// opts says otherwise, a request body is bounded by the configuration's
+// Limits.MaxFrameBytes.
 func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, opts)
+	var o mcp.StreamableHTTPOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxRequestBodyBytes == 0 {
+		o.MaxRequestBodyBytes = int64(g.cfg.Limits.withDefaults().MaxFrameBytes)
+	}
+	if g.cfg.Run.ID == "" {
+		g.log.Warn("mcpgateway: no run id is configured: a call without the " + or(g.cfg.Run.Header, DefaultRunHeader) + " header or the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta) + " is scoped by its MCP session, and a client that reconnects starts a new run, in which its calls are done again")
+	}
+	return withRawParams(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o), int(o.MaxRequestBodyBytes))
 }
 
-// Close disconnects from the upstream, stopping its command.
-func (g *Gateway) Close() error { return g.up.close() }
+// Close waits for the configured tool calls still running to be recorded,
+// then disconnects from the upstream, stopping its command.
+func (g *Gateway) Close() error {
+	g.inflight.Wait()
+	return g.up.close()
+}
 
 // route sends each request where it belongs: configured tool calls through
 // the executor, everything a server lists or reads to the upstream, and
@@ -230,58 +390,114 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 			if t := g.tools[p.Name]; t != nil {
 				return g.call(ctx, t, req.(*mcp.CallToolRequest))
 			}
-			return forward(ctx, g.up, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
+			return forward(ctx, g, req, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
 		case *mcp.ListToolsParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ListTools)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ListTools)
 		case *mcp.ListResourcesParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ListResources)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ListResources)
 		case *mcp.ListResourceTemplatesParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ListResourceTemplates)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ListResourceTemplates)
 		case *mcp.ReadResourceParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ReadResource)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ReadResource)
 		case *mcp.ListPromptsParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).ListPrompts)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).ListPrompts)
 		case *mcp.GetPromptParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).GetPrompt)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).GetPrompt)
 		case *mcp.CompleteParams:
-			return forward(ctx, g.up, p, (*mcp.ClientSession).Complete)
+			return forward(ctx, g, req, p, (*mcp.ClientSession).Complete)
 		}
 		return next(ctx, method, req)
 	}
 }
 
-// forward passes one request to the upstream unchanged.
-func forward[P any, R mcp.Result](ctx context.Context, up *upstream, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
-	sess, err := up.session(ctx)
+// forward passes one request to the upstream as it came, bounded by
+// CallTimeout, and returns the upstream's answer as it came: its result,
+// or its JSON-RPC error. Progress notifications of the request are
+// relayed to the client.
+func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mcp.Request, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	_ = g.adoptCaps(ss) // initialized said why not, if not
+	sess, release, err := g.up.acquire(ctx, true)
 	if err != nil {
 		return nil, err
 	}
-	return call(sess, ctx, p)
+	defer release()
+	defer g.active.begin(ctx, req)()
+	raw := rawParams(req)
+	if !g.sameProtocol(req, sess) {
+		raw = nil
+	}
+	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && !v.IsNil() { // no params: none to rewrite
+		var meta mcp.Meta
+		var end func()
+		raw, meta, end = g.withProgress(ctx, req, raw, p.GetMeta())
+		defer end()
+		p.SetMeta(meta)
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	cctx, slot := withSlot(cctx, raw)
+	res, err := call(sess, cctx, p)
+	switch {
+	case err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream did not answer within %s (callTimeout); the request was cancelled", g.timeout)}
+	case err != nil:
+		return nil, unwrapRPC(err)
+	}
+	if r := slot.get(); r != nil && g.sameProtocol(req, sess) {
+		return &rawResult{raw: r}, nil
+	}
+	return res, nil
 }
 
 // upstream is the connection to the upstream server, started again after
 // it ended.
 type upstream struct {
-	cfg     Upstream
-	client  *mcp.Client
-	log     *slog.Logger
-	stderr  io.Writer
-	timeout time.Duration
+	cfg        Upstream
+	newClient  func(clientCaps) *mcp.Client
+	onProgress func(json.RawMessage) bool // relays a progress notification
+	log        *slog.Logger
+	stderr     io.Writer
+	timeout    time.Duration
 
-	mu   sync.Mutex
-	sess *mcp.ClientSession
+	mu        sync.Mutex
+	connected func()      // told of every new session, when set
+	client    *mcp.Client // made with caps
+	caps      clientCaps
+	sess      *mcp.ClientSession
+	inUse     int  // acquired and not released
+	served    bool // sess has served a client's request
 }
 
-// session returns the live session, connecting first when there is none.
-func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
+// acquire returns the live session, connecting first when there is none;
+// release it when done. forClient says it serves a client's request.
+func (u *upstream) acquire(ctx context.Context, forClient bool) (*mcp.ClientSession, func(), error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	sess, err := u.connect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	u.inUse++
+	u.served = u.served || forClient
+	var once sync.Once
+	return sess, func() {
+		once.Do(func() {
+			u.mu.Lock()
+			u.inUse--
+			u.mu.Unlock()
+		})
+	}, nil
+}
+
+// connect returns the live session or makes one; u.mu is held.
+func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if u.sess != nil {
 		return u.sess, nil
 	}
 	var t mcp.Transport
 	if u.cfg.URL != "" {
-		hc := &http.Client{Transport: headerTransport{header: u.cfg.Header, next: http.DefaultTransport}}
+		hc := &http.Client{Transport: rawRoundTripper{next: headerTransport{header: u.cfg.Header, next: http.DefaultTransport}, onProgress: u.onProgress}}
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
 	} else {
 		cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
@@ -294,7 +510,10 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 		if u.stderr != nil {
 			cmd.Stderr = u.stderr
 		}
-		t = &mcp.CommandTransport{Command: cmd}
+		t = rawTransport{Transport: &mcp.CommandTransport{Command: cmd}, onProgress: u.onProgress}
+	}
+	if u.client == nil {
+		u.client = u.newClient(u.caps)
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
@@ -302,8 +521,11 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpgateway: connecting to the upstream: %w", err)
 	}
-	u.sess = sess
+	u.sess, u.served = sess, false
 	u.log.Info("mcpgateway: upstream connected", slog.String("session", sess.ID()))
+	if u.connected != nil {
+		u.connected()
+	}
 	go func() {
 		err := sess.Wait()
 		u.mu.Lock()
@@ -314,6 +536,12 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 		u.log.Info("mcpgateway: upstream session ended", slog.Any("err", err))
 	}()
 	return sess, nil
+}
+
+func (u *upstream) setConnected(f func()) {
+	u.mu.Lock()
+	u.connected = f
+	u.mu.Unlock()
 }
 
 func (u *upstream) close() error {

@@ -19,9 +19,10 @@ import (
 	"github.com/idemkit/idemkit/mcpgateway/internal/mcptest"
 )
 
-// The same add_observations twice (rephrased), and again through a new
-// gateway on the same ledger: one observation in server-memory's graph,
-// and the repeats replay the first result.
+// The same add_observations twice, and again through a new gateway on the
+// same ledger: one observation in server-memory's graph, and the repeats
+// replay the first result. Another observation of the same entity is
+// another action: it is stored.
 func TestDuplicateAndRestart(t *testing.T) {
 	t.Parallel()
 	mem, db := tempFile(t, "memory.jsonl"), tempFile(t, "ledger.db")
@@ -37,7 +38,7 @@ func TestDuplicateAndRestart(t *testing.T) {
 	if first.IsError || outcome(first) != "executed" {
 		t.Fatalf("first call: %s %v", outcome(first), texts(first))
 	}
-	again := call(t, cs, "add_observations", observe(" alice", "asks for the refund of order 7"), run)
+	again := call(t, cs, "add_observations", observe(" alice", "wants a refund for order 7 "), run)
 	if again.IsError || outcome(again) != "already done" {
 		t.Fatalf("repeat: %s %v", outcome(again), texts(again))
 	}
@@ -54,16 +55,23 @@ func TestDuplicateAndRestart(t *testing.T) {
 	// A new gateway process on the same ledger file: still one.
 	_, url2 := startGateway(t, openLedger(t, db), cfg)
 	cs2 := connect(t, url2)
-	if res := call(t, cs2, "add_observations", observe("alice", "refund order 7 please"), run); outcome(res) != "already done" {
+	if res := call(t, cs2, "add_observations", observe("alice", "wants a refund for order 7"), run); outcome(res) != "already done" {
 		t.Fatalf("after the restart: %s %v", outcome(res), texts(res))
 	}
 	if obs := observations(t, mem, "alice"); len(obs) != 1 {
 		t.Fatalf("observations after the restart: %q, want one", obs)
 	}
 
-	// Another run is another action: the effect is real.
+	// Another observation of the same entity is another action.
+	second := call(t, cs2, "add_observations", observe("alice", "prefers store credit"), run)
+	if outcome(second) != "executed" || len(observations(t, mem, "alice")) != 2 {
+		t.Fatalf("another observation: %s %v, observations %q", outcome(second), texts(second), observations(t, mem, "alice"))
+	}
+
+	// Another run is another action: the effect is real (server-memory
+	// itself keeps one copy of an observation it already has).
 	other := call(t, cs2, "add_observations", observe("alice", "second run"), mcp.Meta{mcpgateway.DefaultRunMeta: "run-2"})
-	if outcome(other) != "executed" || len(observations(t, mem, "alice")) != 2 {
+	if outcome(other) != "executed" || len(observations(t, mem, "alice")) != 3 {
 		t.Fatalf("another run: %s %v", outcome(other), texts(other))
 	}
 }
@@ -138,7 +146,7 @@ func TestUpstreamKilledMidCall(t *testing.T) {
 	}
 	key, _ := res.Meta[mcpgateway.KeyMeta].(string)
 
-	again := call(t, cs, "add_observations", observe("bob", "refund, again"), run)
+	again := call(t, cs, "add_observations", observe("bob", "refund"), run)
 	if !again.IsError || outcome(again) != "uncertain" {
 		t.Fatalf("repeat: %s %v", outcome(again), texts(again))
 	}

@@ -19,7 +19,9 @@ import (
 )
 
 // memoryConfig fronts server-memory (its graph in file) and makes
-// add_observations exactly-once per entity.
+// add_observations exactly-once per entity and observation: the identity
+// names the action (what is observed of whom), so that another
+// observation of the same entity is another action.
 func memoryConfig(t *testing.T, file string) *mcpgateway.Config {
 	t.Helper()
 	cmd, env := mcptest.Memory(t, file)
@@ -27,8 +29,11 @@ func memoryConfig(t *testing.T, file string) *mcpgateway.Config {
 		Upstream: mcpgateway.Upstream{Command: cmd, Env: env},
 		Tools: map[string]mcpgateway.ToolConfig{
 			"add_observations": {
-				Identity: []mcpgateway.FieldConfig{{Path: "observations.0.entityName", Norm: "trimmed"}},
-				Replay:   true,
+				Identity: []mcpgateway.FieldConfig{
+					{Path: "observations[*].entityName", Norm: "trimmed"},
+					{Path: "observations[*].contents", Norm: "trimmed"},
+				},
+				Replay: true,
 			},
 		},
 	}

@@ -27,10 +27,15 @@ type recorder struct {
 	mu    sync.Mutex
 	calls []*mcp.CallToolParamsRaw
 	url   string
+	hold  chan struct{} // closed: blocked calls return
+	once  sync.Once
 }
 
+// release lets the blocked calls return.
+func (r *recorder) release() { r.once.Do(func() { close(r.hold) }) }
+
 func newRecorder(t *testing.T) *recorder {
-	r := &recorder{}
+	r := &recorder{hold: make(chan struct{})}
 	s := mcp.NewServer(&mcp.Implementation{Name: "recorder", Version: "1"}, nil)
 	type in struct {
 		ID    string `json:"id"`
@@ -43,9 +48,13 @@ func newRecorder(t *testing.T) *recorder {
 		r.mu.Lock()
 		r.calls = append(r.calls, req.Params)
 		r.mu.Unlock()
-		if a.Block { // until the caller gives up
-			<-ctx.Done()
-			return nil, nil, ctx.Err()
+		if a.Block { // until the caller gives up, or the test ends
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-r.hold:
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released " + a.ID}}}, nil, nil
+			}
 		}
 		if a.Fail {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "card declined"}}}, nil, nil
@@ -54,6 +63,7 @@ func newRecorder(t *testing.T) *recorder {
 	})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(srv.Close)
+	t.Cleanup(r.release)
 	r.url = srv.URL
 	return r
 }

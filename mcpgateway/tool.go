@@ -7,33 +7,68 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"strconv"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/internal/clip"
 )
+
+// field is a configured identity or validated field.
+type field struct {
+	path     fieldPath
+	norm     string
+	identity bool
+}
+
+// guarded is a configured tool.
+type guarded struct {
+	name     string
+	cfg      ToolConfig
+	fields   []field
+	definite []errorMatch
+}
+
+// errorMatch is a compiled ErrorMatch.
+type errorMatch struct {
+	text *regexp.Regexp
+	code int64
+}
 
 // register declares a configured tool on the executor.
 func (g *Gateway) register(name string, tc ToolConfig) (*guarded, error) {
 	t := &guarded{name: name, cfg: tc}
-	fields := func(fcs []FieldConfig) []client.Field {
+	fields := func(fcs []FieldConfig, identity bool) []client.Field {
 		out := make([]client.Field, len(fcs))
 		for i, f := range fcs {
-			out[i] = client.Field{Path: f.Path, Norm: norms[f.Norm]}
-			t.paths = append(t.paths, strings.Split(f.Path, "."))
+			p, _ := parsePath(f.Path) // Validate checked it
+			out[i] = client.Field{Path: p.dot, Norm: norms[f.Norm]}
+			if p.every {
+				// The gateway hashes the canonical list of the
+				// normalized values itself (fieldPath.everyValue).
+				out[i].Norm = nil
+			}
+			t.fields = append(t.fields, field{path: p, norm: f.Norm, identity: identity})
 		}
 		return out
 	}
+	for _, m := range tc.Definite {
+		em := errorMatch{code: m.Code}
+		if m.Text != "" {
+			em.text = regexp.MustCompile(m.Text) // Validate checked it
+		}
+		t.definite = append(t.definite, em)
+	}
 	ct := client.Tool{
 		Name:      name,
-		Identity:  fields(tc.Identity),
-		Validated: fields(tc.Validated),
+		Identity:  fields(tc.Identity, true),
+		Validated: fields(tc.Validated, false),
 		Scope:     scopes[tc.Scope],
 		Run:       g.runUpstream(t, errorClasses[tc.ErrorResult]),
 	}
@@ -53,21 +88,31 @@ type callKey struct{}
 type upCall struct {
 	args   map[string]any
 	meta   mcp.Meta
+	req    *mcp.CallToolRequest
+	ctx    context.Context     // the client's request, for what is relayed to it
 	result *mcp.CallToolResult // the upstream's answer, when this call ran the tool
+	failed *mcp.CallToolResult // the upstream's error answer, when this call ran the tool
+	err    error               // why this call's upstream call failed, when it did
 }
 
 // call runs one tools/call of a configured tool through the executor.
 func (g *Gateway) call(ctx context.Context, t *guarded, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	g.inflight.Add(1)
+	defer g.inflight.Done()
 	p := req.Params
 	raw := p.Arguments
 	if len(raw) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
-	uc := &upCall{meta: maps.Clone(p.Meta)}
+	uc := &upCall{meta: maps.Clone(p.Meta), req: req, ctx: ctx}
 	input := []byte(raw) // invalid input: the executor says why
 	if obj, err := client.ParseInput(raw, 0); err == nil {
 		uc.args = obj
-		if input, err = json.Marshal(project(obj, t.paths)); err != nil {
+		projected, refusal := g.project(t, obj)
+		if refusal != nil {
+			return refusal, nil
+		}
+		if input, err = json.Marshal(projected); err != nil {
 			return nil, fmt.Errorf("mcpgateway: %w", err)
 		}
 	}
@@ -82,12 +127,17 @@ func (g *Gateway) call(ctx context.Context, t *guarded, req *mcp.CallToolRequest
 	delete(uc.meta, or(g.cfg.Tenant.Meta, DefaultTenantMeta))
 
 	start := time.Now()
-	res, err := g.calls.Execute(context.WithValue(ctx, callKey{}, uc), run, client.Call{Tool: t.name, Input: input, Tenant: tenant})
+	// The call goes on when the client goes away or cancels it: an
+	// upstream call cut short is one whose effect may exist and is never
+	// recorded; run to its end (within CallTimeout), it is recorded done
+	// or failed, and a repeat is answered from the record.
+	ectx := context.WithValue(context.WithoutCancel(ctx), callKey{}, uc)
+	res, err := g.calls.Execute(ectx, run, client.Call{Tool: t.name, Input: input, Tenant: tenant})
 	g.log.LogAttrs(ctx, levelOf(err), "mcpgateway: call",
 		slog.String("tool", t.name), slog.String("run", run), slog.String("key", res.Key),
-		slog.String("outcome", res.Outcome.String()), slog.Int("attempt", res.Attempt),
-		slog.Duration("latency", time.Since(start)), slog.Any("err", err))
-	return t.answer(uc, res), nil
+		slog.String("outcome", res.Outcome.String()), slog.Bool("merged", res.Shared && uc.result == nil && uc.failed == nil),
+		slog.Int("attempt", res.Attempt), slog.Duration("latency", time.Since(start)), slog.Any("err", err))
+	return g.answer(t, uc, res), nil
 }
 
 func levelOf(err error) slog.Level {
@@ -119,37 +169,44 @@ func (g *Gateway) source(req *mcp.CallToolRequest, s Source, defMeta, defHeader 
 }
 
 // project returns the parts of args the key is made of: each configured
-// path's value at the same path, with arrays on the way turned into
-// objects keyed by index, so that "observations.0.entityName" is a dotted
-// object path for the executor. Missing values stay missing: the executor
-// reports them.
-func project(args map[string]any, paths [][]string) map[string]any {
+// path's value at its dotted path (client.Field's), with arrays on the way
+// turned into objects keyed by index, so that "observations.0.entityName"
+// is a dotted object path for the executor; and for a path with [*], the
+// canonical list of its normalized values as one string. Missing values
+// stay missing: the executor reports them. A value the configuration
+// cannot use, or a [*] path that finds nothing, is refused here with the
+// result to return.
+func (g *Gateway) project(t *guarded, args map[string]any) (map[string]any, *mcp.CallToolResult) {
 	out := map[string]any{}
-	for _, path := range paths {
-		var cur any = args
-		found := true
-		for _, seg := range path {
-			switch c := cur.(type) {
-			case map[string]any:
-				cur, found = c[seg]
-			case []any:
-				i, err := strconv.Atoi(seg)
-				found = err == nil && i >= 0 && i < len(c) && seg == strconv.Itoa(i)
-				if found {
-					cur = c[i]
-				}
+	for _, f := range t.fields {
+		var v any
+		if f.path.every {
+			s, err := f.path.everyValue(args, norms[f.norm])
+			switch {
+			case err == nil:
+				v = s
+			case errors.Is(err, errNotFound) && !f.identity:
+				continue // a missing validated field hashes as null
 			default:
-				found = false
+				return nil, refusal(client.InvalidInput, fmt.Sprintf("%s needs %q to run safely (%s). Nothing was done.", t.name, f.path.text, err))
 			}
-			if !found {
-				break
+		} else {
+			var ok bool
+			if v, ok = f.path.lookup(args); !ok {
+				continue
+			}
+			switch v.(type) {
+			case map[string]any, []any:
+				// The configuration names a value the key cannot be made
+				// of; the start-up check finds this where the upstream's
+				// schema says so. Not the model's fault.
+				g.log.Error("mcpgateway: a configured field is not a string, number or boolean", slog.String("tool", t.name), slog.String("field", f.path.text))
+				return nil, refusal(client.InvalidInput, fmt.Sprintf("%s could not run because of a configuration error in the gateway, not in your input: %q is an object or array, which cannot identify an action (use [*] for the elements of an array). Nothing was done; retrying will not help.", t.name, f.path.text))
 			}
 		}
-		if !found {
-			continue
-		}
+		parts := strings.Split(f.path.dot, ".")
 		dst := out
-		for _, seg := range path[:len(path)-1] {
+		for _, seg := range parts[:len(parts)-1] {
 			next, ok := dst[seg].(map[string]any)
 			if !ok {
 				next = map[string]any{}
@@ -157,28 +214,98 @@ func project(args map[string]any, paths [][]string) map[string]any {
 			}
 			dst = next
 		}
-		dst[path[len(path)-1]] = cur
+		dst[parts[len(parts)-1]] = v
 	}
-	return out
+	return out, nil
 }
 
-// withBound returns a copy of args in which every identity and validated
-// value is the one the action key was derived from, normalized ("42"
-// arrives as 42 for an integer field, " pi_1 " as "pi_1" for a trimmed
-// one): the upstream acts on exactly what the key names, never on a
-// reading of its own.
-func withBound(args map[string]any, inv client.Invocation, paths [][]string) (map[string]any, error) {
-	var doc map[string]json.RawMessage
-	if err := inv.Bind(&doc); err != nil {
+// refusal is the result of a call the gateway answers without the
+// executor.
+func refusal(o client.Outcome, text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Meta: mcp.Meta{OutcomeMeta: o.String()}, Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
+}
+
+// forwarded returns the arguments the upstream gets: the model's own,
+// with the downstream key added, and an identity or validated value
+// converted only where the upstream's input schema does not take the
+// model's value and takes the normalized one ("42" for an integer
+// parameter arrives as 42, an amount "10.50" for a string parameter
+// arrives as "10.50"). Values under [*] are forwarded as the model sent
+// them.
+func forwarded(args map[string]any, inv client.Invocation, t *guarded, ut *upstreamTool) (map[string]any, error) {
+	var bound map[string]json.RawMessage
+	if err := inv.Bind(&bound); err != nil {
 		return nil, err
 	}
 	out := deepCopy(args).(map[string]any)
-	for _, path := range paths {
-		if v, ok := rawAt(doc, path); ok {
-			setAt(out, path, v)
+	for _, f := range t.fields {
+		if f.path.every || f.norm == "" {
+			continue // forwarded as sent: the key was made of exactly that value
+		}
+		model, ok := f.path.lookup(args)
+		if !ok {
+			continue
+		}
+		nb, ok := rawAt(bound, strings.Split(f.path.dot, "."))
+		if !ok {
+			continue
+		}
+		nodes, _ := ut.at(f.path)
+		types, known := typesAt(nodes)
+		if !known {
+			continue
+		}
+		if v, ok := conform(model, nb, types); ok {
+			setAt(out, f.path, v)
 		}
 	}
 	return out, nil
+}
+
+// conform returns the value to forward in place of model, when the schema
+// types do not take model's type but take a form of the normalized value
+// bound.
+func conform(model any, bound json.RawMessage, types []string) (any, bool) {
+	has := func(t string) bool { return slices.Contains(types, t) }
+	switch mt := jsonType(model); {
+	case has(mt), mt == "integer" && has("number"):
+		return nil, false // the model's own value conforms
+	}
+	var b any
+	dec := json.NewDecoder(strings.NewReader(string(bound)))
+	dec.UseNumber()
+	if dec.Decode(&b) != nil {
+		return nil, false
+	}
+	text := ""
+	switch x := b.(type) {
+	case string:
+		text = x
+	case json.Number:
+		text = x.String()
+	case bool:
+		text = fmt.Sprint(x)
+	default:
+		return nil, false
+	}
+	for _, t := range types {
+		switch t {
+		case "integer", "number":
+			var n json.Number
+			if json.Unmarshal([]byte(text), &n) == nil && n != "" {
+				if t == "number" || jsonType(n) == "integer" {
+					return n, true
+				}
+			}
+		case "string":
+			return text, true
+		case "boolean":
+			if text == "true" || text == "false" {
+				return text == "true", true
+			}
+		}
+	}
+	return nil, false
 }
 
 // rawAt returns the JSON at path in the projected identity document (whose
@@ -200,31 +327,30 @@ func rawAt(doc map[string]json.RawMessage, path []string) (json.RawMessage, bool
 	return nil, false
 }
 
-// setAt replaces the value at path in v (objects by key, arrays by index),
-// where a value is present.
-func setAt(v any, path []string, val json.RawMessage) {
-	for i, seg := range path {
-		last := i == len(path)-1
+// setAt replaces the value at a path without [*] in v, where a value is
+// present.
+func setAt(v any, p fieldPath, val any) {
+	for i, s := range p.segs {
+		last := i == len(p.segs)-1
 		switch c := v.(type) {
 		case map[string]any:
-			if _, ok := c[seg]; !ok {
+			if _, ok := c[s.key]; !ok {
 				return
 			}
 			if last {
-				c[seg] = val
+				c[s.key] = val
 				return
 			}
-			v = c[seg]
+			v = c[s.key]
 		case []any:
-			n, err := strconv.Atoi(seg)
-			if err != nil || n < 0 || n >= len(c) {
+			if s.index < 0 || s.index >= len(c) {
 				return
 			}
 			if last {
-				c[n] = val
+				c[s.index] = val
 				return
 			}
-			v = c[n]
+			v = c[s.index]
 		default:
 			return
 		}
@@ -258,7 +384,8 @@ func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.C
 		if uc == nil || uc.args == nil {
 			return client.Effect{}, client.Permanent(errors.New("mcpgateway: the call carries no arguments"))
 		}
-		args, err := withBound(uc.args, inv, t.paths)
+		ut := g.catalog.tool(t.name)
+		args, err := forwarded(uc.args, inv, t, ut)
 		if err != nil {
 			return client.Effect{}, client.Permanent(fmt.Errorf("mcpgateway: %w", err))
 		}
@@ -271,27 +398,28 @@ func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.C
 			}
 			meta[or(t.cfg.Key.Meta, DefaultKeyMeta)] = inv.DownstreamKey
 		}
-		sess, err := g.up.session(ctx)
+		_ = g.adoptCaps(uc.req.Session) // initialized said why not, if not
+		sess, release, err := g.up.acquire(ctx, true)
 		if err != nil {
 			// Nothing was sent: the upstream could not be started or
 			// initialized.
 			return client.Effect{}, client.Definite(err)
 		}
+		defer release()
 		cctx, cancel := context.WithTimeout(ctx, g.timeout)
 		defer cancel()
+		defer g.active.begin(uc.ctx, uc.req)()
+		_, meta, end := g.withProgress(uc.ctx, uc.req, nil, meta)
+		defer end()
+		cctx, _ = withSlot(cctx, nil) // an HTTP upstream's answer stream is read for progress
 		res, err := sess.CallTool(cctx, &mcp.CallToolParams{Meta: meta, Name: t.name, Arguments: args})
 		if err != nil {
-			return client.Effect{}, classify(t.name, err)
+			uc.err = t.classify(err)
+			return client.Effect{}, uc.err
 		}
 		if res.IsError {
-			err := fmt.Errorf("mcpgateway: %s answered with an error: %s", t.name, clip.String(firstText(res), 500))
-			if onError == errclass.Definite {
-				return client.Effect{}, client.Definite(err)
-			}
-			if onError == errclass.Permanent {
-				return client.Effect{}, client.Permanent(err)
-			}
-			return client.Effect{}, err
+			uc.failed = res
+			return client.Effect{}, t.classifyResult(res, args, ut, onError)
 		}
 		payload, err := json.Marshal(res)
 		if err != nil {
@@ -303,17 +431,48 @@ func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.C
 }
 
 // classify tells what a failed upstream call means: a JSON-RPC error by
-// which the upstream refused the request did nothing; anything else (the
-// connection closed, the upstream died, the call timed out) may have acted.
-func classify(tool string, err error) error {
+// which the upstream refused the request did nothing (-32602, invalid
+// params: a corrected call may succeed; -32700, -32600, -32601: it will
+// not), as does one whose code the tool's Definite lists; anything else
+// (the connection closed, the upstream died, the call timed out, another
+// error code) may have acted.
+func (t *guarded) classify(err error) error {
 	var we *jsonrpc.Error
 	if errors.As(err, &we) {
-		switch we.Code {
-		case jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams, jsonrpc.CodeParseError:
-			return client.Permanent(fmt.Errorf("mcpgateway: the upstream refused %s: %w", tool, err))
+		switch {
+		case we.Code == jsonrpc.CodeInvalidParams || slices.ContainsFunc(t.definite, func(m errorMatch) bool { return m.code != 0 && m.code == we.Code }):
+			return client.Definite(fmt.Errorf("%s was refused before it acted: %s (JSON-RPC error %d)", t.name, clip(we.Message, 500), we.Code))
+		case we.Code == jsonrpc.CodeInvalidRequest || we.Code == jsonrpc.CodeMethodNotFound || we.Code == jsonrpc.CodeParseError:
+			return client.Permanent(fmt.Errorf("%s was refused before it acted: %s (JSON-RPC error %d)", t.name, clip(we.Message, 500), we.Code))
 		}
 	}
-	return client.Ambiguous(fmt.Errorf("mcpgateway: the upstream call of %s did not complete: %w", tool, err))
+	return client.Ambiguous(fmt.Errorf("mcpgateway: the upstream call of %s did not complete: %w", t.name, err))
+}
+
+// beforeAction matches the error texts by which the MCP SDKs refuse a
+// tool call before running it: the TypeScript SDK's input validation and
+// unknown or disabled tools, and the go-sdk's input validation.
+var beforeAction = regexp.MustCompile(`^(MCP error -32602: (Input validation error|Tool \S+ (not found|disabled))|validating "arguments": )`)
+
+// classifyResult tells what an error result means. It is a definite
+// failure (nothing was done) when the arguments do not conform to the
+// tool's input schema (an SDK server checks them before the tool runs),
+// when its text is an SDK's refusal before running the tool, or when the
+// tool's Definite matches its text; otherwise errorResult decides.
+func (t *guarded) classifyResult(res *mcp.CallToolResult, args map[string]any, ut *upstreamTool, onError errclass.Class) error {
+	text := firstText(res)
+	err := fmt.Errorf("%s answered with an error: %s", t.name, clip(text, 500))
+	ok, known := ut.conforms(args)
+	switch {
+	case known && !ok, beforeAction.MatchString(text),
+		slices.ContainsFunc(t.definite, func(m errorMatch) bool { return m.text != nil && m.text.MatchString(text) }):
+		return client.Definite(err)
+	case onError == errclass.Definite:
+		return client.Definite(err)
+	case onError == errclass.Permanent:
+		return client.Permanent(err)
+	}
+	return err
 }
 
 // summary is the one line a repeat is told: the start of the result's text.
@@ -323,9 +482,20 @@ func summary(tool string, res *mcp.CallToolResult) string {
 		return tool + " succeeded"
 	}
 	if len(s) > 200 {
-		s = clip.String(s, 200) + "…"
+		s = clip(s, 200) + "…"
 	}
 	return tool + ": " + s
+}
+
+// clip cuts s to at most n bytes without splitting a character.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 func firstText(res *mcp.CallToolResult) string {
@@ -337,34 +507,77 @@ func firstText(res *mcp.CallToolResult) string {
 	return ""
 }
 
+// notKept is added to a repeat whose first result is not shown again.
+const notKept = " The first call's result was not kept, so it is not shown again."
+
 // answer is what the client gets for an executor's result.
-func (t *guarded) answer(uc *upCall, res client.Result) *mcp.CallToolResult {
-	meta := mcp.Meta{OutcomeMeta: res.Outcome.String(), KeyMeta: res.Key}
-	text := func(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
-	switch res.Outcome {
-	case client.Executed, client.AlreadyDone:
-		if res.Outcome == client.Executed && uc.result != nil {
+func (g *Gateway) answer(t *guarded, uc *upCall, res client.Result) *mcp.CallToolResult {
+	outcome := res.Outcome
+	text := res.Text
+	if res.Shared && outcome == client.Executed && uc.result == nil {
+		// A concurrent duplicate merged into another call, which ran the
+		// tool: this call did not, and is told so.
+		outcome = client.AlreadyDone
+		text = "Already done " + earlier(t) + ": " + res.Summary + ". Do not repeat it."
+	}
+	meta := mcp.Meta{OutcomeMeta: outcome.String(), KeyMeta: res.Key}
+	textContent := func(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
+	switch outcome {
+	case client.Executed:
+		if uc.result != nil {
 			out := *uc.result
 			maps.Copy(meta, out.Meta) // the upstream's entries, and ours
-			meta[OutcomeMeta], meta[KeyMeta] = res.Outcome.String(), res.Key
+			meta[OutcomeMeta], meta[KeyMeta] = outcome.String(), res.Key
 			out.Meta = meta
 			return &out
 		}
-		out := &mcp.CallToolResult{Meta: meta, Content: text(res.Text)}
-		if !t.cfg.Replay {
-			return out
-		}
+		return &mcp.CallToolResult{Meta: meta, Content: textContent(text)}
+	case client.AlreadyDone:
+		out := &mcp.CallToolResult{Meta: meta, Content: textContent(text)}
 		var first mcp.CallToolResult
-		if len(res.Payload) == 0 || json.Unmarshal(res.Payload, &first) != nil {
+		kept := len(res.Payload) > 0 && json.Unmarshal(res.Payload, &first) == nil
+		if t.cfg.Replay && kept {
+			out.Content = append(first.Content, out.Content...)
+		}
+		if t.cfg.Replay && !kept {
 			// Too large to keep, or settled without it (an operator's
 			// ledger.Resolve, a reconciler).
-			out.Content = text(res.Text + " The first call's result was not kept, so it is not shown again.")
-			return out
+			out.Content = textContent(text + notKept)
 		}
-		out.Content = append(first.Content, out.Content...)
-		out.StructuredContent = first.StructuredContent
+		if ut := g.catalog.tool(t.name); ut != nil && ut.output {
+			// A tool with an outputSchema: a result that is not an error
+			// carries structuredContent conforming to it.
+			if kept && first.StructuredContent != nil {
+				out.StructuredContent = first.StructuredContent
+			} else if t.cfg.Unkept != "text" {
+				out.Content = textContent(text + notKept)
+				out.IsError = true
+			}
+		} else if t.cfg.Replay && kept {
+			out.StructuredContent = first.StructuredContent
+		}
 		return out
 	default:
-		return &mcp.CallToolResult{Meta: meta, Content: text(res.Text), IsError: true}
+		out := &mcp.CallToolResult{Meta: meta, IsError: true}
+		if uc.failed != nil {
+			// The upstream's own words first.
+			out.Content = append(slices.Clone(uc.failed.Content), textContent(text)...)
+			maps.Copy(meta, uc.failed.Meta)
+			meta[OutcomeMeta], meta[KeyMeta] = outcome.String(), res.Key
+			return out
+		}
+		if outcome == client.Uncertain && uc.err != nil {
+			text += " (" + clip(uc.err.Error(), 500) + ".)"
+		}
+		out.Content = textContent(text)
+		return out
 	}
+}
+
+// earlier is how a repeat's text places the first call.
+func earlier(t *guarded) string {
+	if scopes[t.cfg.Scope] == client.ScopeRun {
+		return "earlier in this run"
+	}
+	return "earlier"
 }

@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/idemkit/idemkit/ledger/ledgerurl"
@@ -29,6 +29,13 @@ the configuration names exactly-once; every other tool, resource and prompt
 passes through. It serves one client over stdio, or streamable HTTP with
 --http ADDR, until SIGINT or SIGTERM.
 
+The run id scopes the action keys: the same call in the same run is done
+once. It is --run-id, else the environment variable IDEMKIT_RUN_ID, else the
+configuration's run.id; a call's _meta entry "idemkit/run" (and, over HTTP,
+the Idemkit-Run header) overrides it. Without any, every gateway process
+(every HTTP session) is its own run, and a restart or a reconnect does the
+same call again: have the host set IDEMKIT_RUN_ID per conversation.
+
 The ledger is --ledger (a ledger URL), else the configuration's "ledger",
 else the embedded SQLite file ./idem.db (created if missing).`,
 		Args: cobra.NoArgs,
@@ -36,7 +43,8 @@ else the embedded SQLite file ./idem.db (created if missing).`,
 	url := ledgerFlag(cmd)
 	config := cmd.Flags().String("config", "", "gateway configuration file (JSON or YAML)")
 	addr := cmd.Flags().String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8787) instead of stdio")
-	runID := cmd.Flags().String("run-id", "", "a fixed run id for calls that carry none (overrides the configuration's)")
+	runID := cmd.Flags().String("run-id", "", "the run id of calls that carry none (default $"+mcpgateway.RunIDEnv+", else the configuration's run.id)")
+	lease := cmd.Flags().Duration("lease", 0, "how long a claim blocks repeats while the upstream runs the call (default: the configuration's lease, else 2m)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *config == "" {
 			return usageErr("idem mcp --config gateway.json (see the README's MCP gateway section)", "no --config")
@@ -45,8 +53,17 @@ else the embedded SQLite file ./idem.db (created if missing).`,
 		if err != nil {
 			return usageErr("check the configuration file against the README's MCP gateway section", "%v", err)
 		}
+		if *runID == "" {
+			*runID = os.Getenv(mcpgateway.RunIDEnv)
+		}
 		if *runID != "" {
 			cfg.Run.ID = *runID
+		}
+		if *lease < 0 {
+			return usageErr("--lease 5m", "--lease is negative")
+		}
+		if *lease > 0 {
+			cfg.Lease = mcpgateway.Duration(*lease)
 		}
 		raw := *url
 		if !cmd.Flags().Changed("ledger") && cfg.Ledger != "" {
@@ -70,8 +87,11 @@ else the embedded SQLite file ./idem.db (created if missing).`,
 		}
 		defer gw.Close()
 		if *addr == "" {
-			if err := gw.Serve(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
-				return opErr(err, "the MCP client or the upstream went away")
+			// A client that closes its end of stdout must not kill the
+			// gateway while calls are being recorded.
+			signal.Ignore(syscall.SIGPIPE)
+			if err := gw.Serve(ctx, gw.Stdio()); err != nil && ctx.Err() == nil {
+				return opErr(err, "reading from the MCP client on standard input failed")
 			}
 			return nil
 		}

@@ -1,22 +1,80 @@
-// A real TypeScript MCP client for the gateway's tests: it spawns the
-// command given as arguments (the gateway) over stdio, makes the tool calls
-// read as JSON from standard input ({"calls": [{"name", "arguments",
-// "_meta"}]}), in order, and prints one JSON line per result.
+// A real TypeScript MCP client for the gateway's tests. It spawns the
+// command given as arguments (the gateway) over stdio, or connects to the
+// streamable-HTTP URL given as "--url URL", with the environment's
+// variables plus the plan's "env", then runs the steps of the plan read as
+// JSON from standard input, in order, printing one JSON line per call:
+//
+//	{"env": {...}, "steps": [
+//	  {"name": "tool", "arguments": {...}, "_meta": {...}, "progress": true},
+//	  {"parallel": [{"name": ...}, ...]},
+//	  {"list": "tools" | "prompts" | "resources" | "resourceTemplates"},
+//	  {"complete": {"ref": {...}, "argument": {...}}}
+//	]}
+//
+// A call prints its result, or {"error": {"code", "message"}} when the
+// client throws (an outputSchema violation, a JSON-RPC error), with
+// "progress": the notifications it got when it asked for them. A list
+// or a completion prints the server's raw result, or {"error": ...}. The
+// client answers sampling requests
+// with the text "forty-two".
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CreateMessageRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
-const [command, ...args] = process.argv.slice(2);
+let [command, ...args] = process.argv.slice(2);
 let input = "";
 for await (const chunk of process.stdin) input += chunk;
 const plan = JSON.parse(input);
 
-const transport = new StdioClientTransport({ command, args, stderr: "inherit" });
-const client = new Client({ name: "idemkit-ts-test-client", version: "1.0.0" });
+const transport = command === "--url"
+  ? new StreamableHTTPClientTransport(new URL(args[0]), { requestInit: { headers: plan.headers ?? {} } })
+  : new StdioClientTransport({ command, args, env: { ...process.env, ...(plan.env ?? {}) }, stderr: "inherit" });
+const client = new Client({ name: "idemkit-ts-test-client", version: "1.0.0" }, { capabilities: { sampling: {} } });
+client.setRequestHandler(CreateMessageRequestSchema, async () => ({
+  role: "assistant", model: "test-model", content: { type: "text", text: "forty-two" },
+}));
 await client.connect(transport);
+// The last result as it came on the wire, before the SDK parsed it.
+let lastResult;
+const onmessage = transport.onmessage;
+transport.onmessage = (msg, extra) => {
+  if ("result" in msg) lastResult = msg.result;
+  onmessage?.(msg, extra);
+};
+
+async function call(step) {
+  const progress = [];
+  const options = step.progress ? { onprogress: (p) => progress.push(p) } : undefined;
+  let out;
+  try {
+    const params = { name: step.name, arguments: step.arguments };
+    if (step._meta) params._meta = step._meta;
+    out = await client.callTool(params, undefined, options);
+  } catch (e) {
+    out = { error: { code: e.code, message: e.message } };
+  }
+  if (step.progress) out.progress = progress;
+  return out;
+}
+
 try {
-  for (const call of plan.calls) {
-    const result = await client.callTool({ name: call.name, arguments: call.arguments, _meta: call._meta });
-    process.stdout.write(JSON.stringify(result) + "\n");
+  for (const step of plan.steps) {
+    if (step.parallel) {
+      for (const r of await Promise.all(step.parallel.map(call))) process.stdout.write(JSON.stringify(r) + "\n");
+    } else if (step.list || step.complete) {
+      const list = { tools: "listTools", prompts: "listPrompts", resources: "listResources", resourceTemplates: "listResourceTemplates" }[step.list];
+      let out;
+      try {
+        await (step.complete ? client.complete(step.complete) : client[list]());
+        out = lastResult;
+      } catch (e) {
+        out = { error: { code: e.code, message: e.message } };
+      }
+      process.stdout.write(JSON.stringify(out) + "\n");
+    } else {
+      process.stdout.write(JSON.stringify(await call(step)) + "\n");
+    }
   }
 } finally {
   await client.close();

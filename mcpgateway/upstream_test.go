@@ -1,0 +1,231 @@
+package mcpgateway_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// envUpstream makes the test binary the purpose-built upstream: a go-sdk
+// MCP server on stdio whose tools write each effect as one line to the
+// journal in the directory the variable names, which the tests read.
+const envUpstream = "IDEMKIT_TEST_UPSTREAM"
+
+// journalMu orders the upstream's journal lines.
+var journalMu sync.Mutex
+
+func record(dir, format string, args ...any) error {
+	journalMu.Lock()
+	defer journalMu.Unlock()
+	f, err := os.OpenFile(filepath.Join(dir, "journal.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, format+"\n", args...)
+	return err
+}
+
+// journal returns the upstream's effects, one line each.
+func journal(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "journal.txt"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// countPrefix counts the journal lines that start with p.
+func countPrefix(lines []string, p string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, p) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor polls cond until it holds, failing the test after a minute.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
+
+// upstreamMain serves the purpose-built upstream over stdio until the
+// client leaves.
+func upstreamMain(dir string) int {
+	s := mcp.NewServer(&mcp.Implementation{Name: "purpose-built", Version: "1"}, nil)
+
+	type line struct {
+		Ticket int    `json:"ticket"`
+		Text   string `json:"text"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "append_line", Description: "append a line for a ticket"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a line) (*mcp.CallToolResult, any, error) {
+			if err := record(dir, "append_line %d %s", a.Ticket, a.Text); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: text(fmt.Sprintf("line for ticket %d written", a.Ticket))}, nil, nil
+		})
+
+	type transfer struct {
+		Account int    `json:"account"`
+		Amount  string `json:"amount" jsonschema:"a decimal amount, as a string"`
+		Memo    string `json:"memo,omitempty"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "transfer", Description: "transfer an amount to an account"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a transfer) (*mcp.CallToolResult, any, error) {
+			if err := record(dir, "transfer %d %s", a.Account, a.Amount); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: text(fmt.Sprintf("transferred %s to account %d", a.Amount, a.Account))}, nil, nil
+		})
+
+	type refund struct {
+		Order string `json:"order"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "refund", Description: "refund an order"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a refund) (*mcp.CallToolResult, any, error) {
+			if err := record(dir, "refund %s", a.Order); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: text("refunded " + a.Order)}, nil, nil
+		})
+
+	// act fails as asked: "after" acts, then answers an error (ambiguous
+	// for the gateway); "before" answers an error without acting, with a
+	// text the configuration may mark definite; "rpc" answers a JSON-RPC
+	// error -32602 without acting.
+	type act struct {
+		ID   string `json:"id"`
+		Fail string `json:"fail,omitempty"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "act", Description: "act once on an id"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a act) (*mcp.CallToolResult, any, error) {
+			switch a.Fail {
+			case "before":
+				return &mcp.CallToolResult{IsError: true, Content: text("E_QUOTA: nothing was done for " + a.ID)}, nil, nil
+			case "rpc":
+				return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "id " + a.ID + " is not open for action"}
+			}
+			if err := record(dir, "act %s", a.ID); err != nil {
+				return nil, nil, err
+			}
+			if a.Fail == "after" {
+				return &mcp.CallToolResult{IsError: true, Content: text("lost the connection to the bank after acting on " + a.ID)}, nil, nil
+			}
+			return &mcp.CallToolResult{Content: text("acted on " + a.ID)}, nil, nil
+		})
+
+	type ticketIn struct {
+		Subject string `json:"subject"`
+		Body    string `json:"body,omitempty"`
+		Fail    bool   `json:"fail,omitempty" jsonschema:"act, then answer an error"`
+	}
+	type ticketOut struct {
+		ID      string `json:"id"`
+		Subject string `json:"subject"`
+	}
+	var tickets sync.Mutex
+	mcp.AddTool(s, &mcp.Tool{Name: "create_ticket", Description: "open a ticket"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a ticketIn) (*mcp.CallToolResult, ticketOut, error) {
+			tickets.Lock()
+			defer tickets.Unlock()
+			n := countPrefix(journalLines(dir), "create_ticket ") + 1
+			if err := record(dir, "create_ticket %d %s", n, a.Subject); err != nil {
+				return nil, ticketOut{}, err
+			}
+			if a.Fail {
+				return &mcp.CallToolResult{IsError: true, Content: text("the ticket system timed out")}, ticketOut{}, nil
+			}
+			return nil, ticketOut{ID: fmt.Sprintf("T-%d", n), Subject: a.Subject}, nil
+		})
+
+	// slow records that it started, waits until the file release-ID
+	// exists, then acts.
+	type slow struct {
+		ID string `json:"id"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "slow", Description: "act once the test releases it"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, a slow) (*mcp.CallToolResult, any, error) {
+			if err := record(dir, "slow-start %s", a.ID); err != nil {
+				return nil, nil, err
+			}
+			for {
+				if _, err := os.Stat(filepath.Join(dir, "release-"+a.ID)); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return nil, nil, ctx.Err()
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			if err := record(dir, "slow %s", a.ID); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: text("slow done " + a.ID)}, nil, nil
+		})
+
+	// report sends three progress notifications when the call asks for
+	// them.
+	type report struct {
+		Steps int `json:"steps"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "report", Description: "report progress"},
+		func(ctx context.Context, req *mcp.CallToolRequest, a report) (*mcp.CallToolResult, any, error) {
+			tok := req.Params.GetProgressToken()
+			for i := range a.Steps {
+				if tok != nil {
+					if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i + 1), Total: float64(a.Steps), Message: fmt.Sprintf("step %d", i+1)}); err != nil {
+						return nil, nil, err
+					}
+				}
+			}
+			return &mcp.CallToolResult{Content: text(fmt.Sprintf("reported %d steps, token %v", a.Steps, tok))}, nil, nil
+		})
+
+	// retire removes the refund tool: the upstream's tool list changes.
+	mcp.AddTool(s, &mcp.Tool{Name: "retire", Description: "stop offering refund"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			s.RemoveTools("refund")
+			return &mcp.CallToolResult{Content: text("refund retired")}, nil, nil
+		})
+
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// journalLines reads the journal inside the upstream.
+func journalLines(dir string) []string {
+	b, err := os.ReadFile(filepath.Join(dir, "journal.txt"))
+	if err != nil {
+		return nil
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
