@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
+
 	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 )
 
@@ -14,6 +17,9 @@ import (
 // Servers that single tests start for the whole binary stop at its end.
 // In a child process of TestKilledWhileClaimed it runs the child instead.
 func TestMain(m *testing.M) {
+	// The tests stop servers under live clients: go-redis's pool would log
+	// each refused dial into whichever test's output is open.
+	redis.SetLogger(&logging.VoidLogger{})
 	if os.Getenv(envChild) != "" {
 		fmt.Fprintln(os.Stderr, "child:", killedChild())
 		os.Exit(1)
