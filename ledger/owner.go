@@ -51,7 +51,7 @@ func parseOwner(owner string) (processID, bool) {
 	if err1 != nil || err2 != nil || pid <= 0 {
 		return processID{}, false
 	}
-	return processID{pid: pid, start: start, host: host, machine: machine, suffix: owner[len(parts[0]):]}, true
+	return processID{pid: pid, start: start, host: host, machine: machine}, true
 }
 
 // OwnerExited reports whether owner, the token of a pending record's claim,
