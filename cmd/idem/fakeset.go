@@ -15,13 +15,15 @@ import (
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/fakes/hubspotfake"
 	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
+	"github.com/idemkit/idemkit/fakes/slackfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
 // The fake providers, in the order they are printed.
-var fakeNames = []string{"stripe", "mail", "crm", "idem"}
+var fakeNames = []string{"stripe", "mail", "crm", "idem", "hubspot", "slack"}
 
 // controlPrefix is where each fake serves its journal and fault log, next
 // to its API: GET /_idem/journal, GET /_idem/faults, POST /_idem/reset.
@@ -48,14 +50,15 @@ type fakeServer struct {
 type fakeConfig struct {
 	seed  int64
 	clock clock.Clock // nil: the wall clock
-	// indexLag delays search visibility on the fake Stripe and mail.
+	// indexLag delays search visibility on the fake Stripe and mail, and
+	// history visibility on the fake Slack.
 	indexLag time.Duration
 	ports    map[string]int // fixed ports by fake name; 0 or missing: a free port
 	// conns, when set, sees every server connection end.
 	conns *connTracker
 }
 
-// fakeSet is the four fake providers.
+// fakeSet is the fake providers.
 type fakeSet struct {
 	servers map[string]*fakeServer
 }
@@ -78,6 +81,12 @@ func startFakes(cfg fakeConfig) (*fakeSet, error) {
 			h, faults = s, s.Faults
 		case "idem":
 			s := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			h, faults = s, s.Faults
+		case "hubspot":
+			s := hubspotfake.NewHandler(&hubspotfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			h, faults = s, s.Faults
+		case "slack":
+			s := slackfake.NewHandler(&slackfake.Config{Seed: cfg.seed, Clock: cfg.clock, HistoryLag: cfg.indexLag})
 			h, faults = s, s.Faults
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ports[name])))

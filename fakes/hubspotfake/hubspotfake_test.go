@@ -187,4 +187,3 @@ func TestOfficialNodeClient(t *testing.T) {
 		t.Fatalf("journal kinds %v\n%s", kinds, out)
 	}
 }
-

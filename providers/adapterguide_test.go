@@ -1,0 +1,102 @@
+package providers_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/clock"
+	"github.com/idemkit/idemkit/fakes"
+	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/idemtest"
+	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/reconcile"
+)
+
+// notesFake is a fake of one's own for the Notes adapter: an http.Handler
+// with a journal of what it committed (fakes.Journal), the fault layer
+// (fakes/fault) around its commit, and a search that lags by lag on clk.
+type notesFake struct {
+	*httptest.Server
+	faults  *fault.Injector
+	journal fakes.Journal
+	mu      sync.Mutex
+	notes   []Note
+	at      []time.Time
+}
+
+func newNotesFake(clk clock.Clock, lag time.Duration) *notesFake {
+	if clk == nil {
+		clk = clock.System{}
+	}
+	f := &notesFake{faults: fault.NewInjector(1)}
+	errf := func(status int, msg string) fault.Response {
+		b, _ := json.Marshal(map[string]string{"code": "fault", "message": msg})
+		return fault.Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
+	}
+	answer := func(status int, v any) fault.Response {
+		b, _ := json.Marshal(v)
+		return fault.Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: b}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /notes", func(w http.ResponseWriter, r *http.Request) {
+		f.faults.Decide(r).Serve(w, r, errf, func() fault.Response {
+			var n Note
+			if err := json.NewDecoder(r.Body).Decode(&n); err != nil || n.Text == "" || len(n.Tags) != 1 {
+				return errf(http.StatusBadRequest, "text and one tag are required")
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			n.ID = "n" + strconv.Itoa(len(f.notes)+1)
+			f.notes, f.at = append(f.notes, n), append(f.at, clk.Now())
+			f.journal.Append(fakes.Effect{Kind: "note", ID: n.ID, Key: n.Tags[0], At: clk.Now()})
+			return answer(http.StatusCreated, n)
+		})
+	})
+	mux.HandleFunc("GET /notes", func(w http.ResponseWriter, r *http.Request) {
+		f.faults.Decide(r).Serve(w, r, errf, func() fault.Response {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			out := []Note{}
+			for i, n := range f.notes {
+				if n.Tags[0] == r.URL.Query().Get("tag") && !clk.Now().Before(f.at[i].Add(lag)) {
+					out = append(out, n)
+				}
+			}
+			return answer(http.StatusOK, map[string]any{"notes": out})
+		})
+	})
+	f.Server = httptest.NewServer(mux)
+	return f
+}
+
+// The failure cases of idemtest against the Notes adapter and its fake:
+// a search lagging 2 s behind (the adapter declares 10 s), on the clock
+// the cases move; the reconciler's waits advance it.
+func TestNotesAdapterFailureCases(t *testing.T) {
+	t.Parallel()
+	idemtest.FailureCases(t, func(t *testing.T, clk clock.Clock) idemtest.Harness {
+		fake := newNotesFake(clk, 2*time.Second)
+		t.Cleanup(fake.Close)
+		fc := clk.(*clock.Fake)
+		rcfg := &reconcile.Config{Clock: fc, Sleep: func(ctx context.Context, d time.Duration) error {
+			fc.Advance(d)
+			return ctx.Err()
+		}}
+		return idemtest.Harness{
+			Store:   ledgermem.New(&ledgermem.Config{Clock: clk}),
+			Tool:    notesTool(NewNotes(fake.URL, nil), rcfg),
+			Input:   json.RawMessage(`{"ticket": 42, "text": "Refund issued."}`),
+			Recall:  json.RawMessage(`{"ticket": "42", "text": "I have refunded the customer."}`),
+			Effects: fake.journal.Len,
+			TimeoutAfterSuccess: func() {
+				fake.faults.Add(fault.Rule{Route: "POST /notes", Attempt: 1, Action: fault.CommitThenDrop})
+			},
+		}
+	})
+}
