@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,4 +101,34 @@ func TestNotesAdapterFailureCases(t *testing.T) {
 			},
 		}
 	})
+}
+
+// The README's "Writing an adapter" quotes the adapter and the test above
+// verbatim.
+func TestREADMEQuotesTheAdapterGuide(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("adapterguide_example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	test, err := os.ReadFile("adapterguide_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, adapter, _ := strings.Cut(string(example), "next marker.) ---\n\n")
+	adapter, _, _ = strings.Cut(adapter, "// --- End of the adapter. ---")
+	_, harness, _ := strings.Cut(string(test), "on the clock\n// the cases move; the reconciler's waits advance it.\n")
+	harness, _, _ = strings.Cut(harness, "\n}\n")
+	for name, code := range map[string]string{"the adapter": adapter, "the failure cases": harness} {
+		if len(code) < 200 || !strings.Contains(string(readme), "```go\n"+strings.TrimSpace(code)) {
+			t.Errorf("README.md does not quote %s of the adapter guide as it is (%d bytes)", name, len(code))
+		}
+	}
+	if n := strings.Count(adapter, "\n"); n >= 100 {
+		t.Errorf("the guide's adapter has %d lines, want fewer than 100", n)
+	}
 }
