@@ -14,9 +14,9 @@ func TestChaosHubSpotSlack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			seed := int64(2500 + i)
-			sum := runChaos(t, chaosConfig{seed: seed, runs: 300, scenario: name})
+			sum := runChaos(t, chaosConfig{seed: seed, runs: 200, scenario: name})
 			fmt.Printf("chaos %s: %d runs, seed %d, %d duplicates, %d lost, %d untruthful\n", name, sum.runs, seed, sum.duplicates, sum.lost, sum.untruthful)
-			if sum.failed() || sum.runs != 300 {
+			if sum.failed() || sum.runs != 200 {
 				t.Errorf("%s seed %d: %d runs, %d duplicates, %d lost, %d untruthful\n%s", name, seed, sum.runs, sum.duplicates, sum.lost, sum.untruthful, sum.report())
 			}
 		})
@@ -28,7 +28,7 @@ func TestChaosHubSpotSlack(t *testing.T) {
 // deduplicate.
 func TestChaosCheckerCatchesDuplicatesWithoutReconcileSlack(t *testing.T) {
 	t.Parallel()
-	sum := runChaos(t, chaosConfig{seed: 42, runs: 200, blind: true, scenario: "slack_post"})
+	sum := runChaos(t, chaosConfig{seed: 42, runs: 100, blind: true, scenario: "slack_post"})
 	if sum.duplicates == 0 {
 		t.Errorf("blind retry: %d duplicates in %d runs, want some (lost %d, untruthful %d)", sum.duplicates, sum.runs, sum.lost, sum.untruthful)
 	}

@@ -218,7 +218,7 @@ func (c *Client) Upsert(ctx context.Context, downstreamKey string, props map[str
 	}
 	if len(out.Results) == 0 {
 		e := out.Errors[0]
-		return nil, &providers.ProviderError{Op: op, Status: res.Status, Type: e.Category, Message: e.Message, Attempts: res.Attempts, Body: nil}
+		return nil, &providers.ProviderError{Op: op, Status: res.Status, Type: e.Category, Message: e.Message, Attempts: res.Attempts}
 	}
 	rec := out.Results[0]
 	if rec.Properties[c.idProperty] != "" && rec.Properties[c.idProperty] != downstreamKey {
