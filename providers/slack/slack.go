@@ -17,6 +17,14 @@
 // it). A history longer than Config.MaxPages pages is an error, not an
 // empty answer.
 //
+// Rate limits matter to the lookup: conversations.history is Tier 3 (50+
+// requests a minute), but apps created since 2025 outside the Slack
+// Marketplace get one request a minute and 15 messages a page. Set
+// PageSize to 15 for such an app; a lookup refused with a Retry-After
+// above providers.Config.MaxRetryAfter fails, the reconciliation answers
+// Unknown, and the record stays uncertain until a later pass (the
+// Sweeper's) can read the history.
+//
 // # Errors
 //
 // Failures are *providers.ProviderError, classified from Slack's answer:
