@@ -189,7 +189,13 @@ func (k *kit) build(opt kitOptions) {
 	k.idem = keyheader.New(k.urls.Idem, &keyheader.Config{HTTP: httpCfg("idem")})
 	k.extra = map[string]any{}
 	for name, p := range extraProviders {
-		p.build(k, opt, k.urls.Extra[name], httpCfg(name))
+		url := k.urls.Extra[name]
+		if url == "" {
+			// A kit without this fake still builds its tools; they must
+			// never reach the real provider.
+			url = "http://" + name + ".invalid"
+		}
+		p.build(k, opt, url, httpCfg(name))
 	}
 	policy := func(a providers.Adapter) client.Reconciler {
 		if opt.blind {
