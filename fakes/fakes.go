@@ -10,6 +10,8 @@
 //     searched, with a configurable index lag.
 //   - crmfake: a CRM with a non-idempotent create and an upsert by external id.
 //   - keyheaderfake: a generic API following the IETF Idempotency-Key header draft.
+//   - hubspotfake: HubSpot's CRM records, upserted and read by a unique property.
+//   - slackfake: Slack's chat.postMessage with metadata and a lagging conversations.history.
 //
 // Every fake is an http.Handler, started like httptest.Server, and takes a
 // fault.Injector that fails, drops or delays requests around the commit step.
