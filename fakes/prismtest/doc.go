@@ -20,6 +20,10 @@
 // records all of these as Violations; Check fails on those of severity
 // error, and Warnings returns the rest.
 //
+// Prism's proxy answers an upstream 501 Not Implemented with a mocked
+// answer from the description instead of forwarding it: send requests to
+// what a fake does not model (which the fakes answer 501) around the proxy.
+//
 // Without node (or npm, when an install is needed) the tests that need Prism
 // are skipped with the reason, unless CI=true, where that is a failure. If
 // the test binary dies without stopping Prism, the launcher notices that
