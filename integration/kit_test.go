@@ -51,7 +51,22 @@ const setupPrefix = "setup-"
 // urls locates the fake providers.
 type urls struct {
 	Stripe, Mail, CRM, Idem string
+	// Extra locates the fakes of extraProviders, by name.
+	Extra map[string]string `json:",omitempty"`
 }
+
+// extraProvider is a provider that a file of its own adds to the kit (in
+// an init function, with its scenarios and its name in providerNames).
+type extraProvider struct {
+	// fake starts the provider's fake on the kit's seed and clock.
+	fake func(opt kitOptions) (http.Handler, server)
+	// build makes the provider's adapter for the fake at url and keeps it
+	// in k.extra[name].
+	build func(k *kit, url string, cfg providers.Config)
+}
+
+// extraProviders are the providers files of their own add, by name.
+var extraProviders = map[string]extraProvider{}
 
 // kit is the fake providers and the tools that act on them, as one
 // process sees them. A kit made by newKit owns the servers; one made by
@@ -63,6 +78,7 @@ type kit struct {
 	mail    *mail.Client
 	crm     *crm.Client
 	idem    *keyheader.Client
+	extra   map[string]any         // the adapters of extraProviders, by name
 	tools   map[string]client.Tool // by scenario name
 }
 
@@ -116,7 +132,11 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 			f := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: opt.seed, Clock: now})
 			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		default:
-			t.Fatalf("unknown provider %q", name)
+			p, ok := extraProviders[name]
+			if !ok {
+				t.Fatalf("unknown provider %q", name)
+			}
+			h, srv = p.fake(opt)
 		}
 		srv.served = newServed()
 		hs := httptest.NewServer(srv.served.wrap(h))
@@ -131,6 +151,11 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 			k.urls.CRM = hs.URL
 		case "idem":
 			k.urls.Idem = hs.URL
+		default:
+			if k.urls.Extra == nil {
+				k.urls.Extra = map[string]string{}
+			}
+			k.urls.Extra[name] = hs.URL
 		}
 	}
 	k.build(opt)
@@ -161,6 +186,10 @@ func (k *kit) build(opt kitOptions) {
 	k.mail = mail.New(k.urls.Mail, &mail.Config{HTTP: httpCfg("mail"), IndexLag: indexLagBound})
 	k.crm = crm.New(k.urls.CRM, &crm.Config{HTTP: httpCfg("crm")})
 	k.idem = keyheader.New(k.urls.Idem, &keyheader.Config{HTTP: httpCfg("idem")})
+	k.extra = map[string]any{}
+	for name, p := range extraProviders {
+		p.build(k, k.urls.Extra[name], httpCfg(name))
+	}
 	policy := func(a providers.Adapter) client.Reconciler {
 		if opt.blind {
 			return client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
