@@ -17,11 +17,12 @@ import (
 	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
+	"github.com/idemkit/idemkit/fakes/resendfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
 // The fake providers, in the order they are printed.
-var fakeNames = []string{"stripe", "mail", "crm", "idem"}
+var fakeNames = []string{"stripe", "mail", "crm", "idem", "resend"}
 
 // controlPrefix is where each fake serves its journal and fault log, next
 // to its API: GET /_idem/journal, GET /_idem/faults, POST /_idem/reset.
@@ -55,7 +56,7 @@ type fakeConfig struct {
 	conns *connTracker
 }
 
-// fakeSet is the four fake providers.
+// fakeSet is the fake providers.
 type fakeSet struct {
 	servers map[string]*fakeServer
 }
@@ -78,6 +79,9 @@ func startFakes(cfg fakeConfig) (*fakeSet, error) {
 			h, faults = s, s.Faults
 		case "idem":
 			s := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			h, faults = s, s.Faults
+		case "resend":
+			s := resendfake.NewHandler(&resendfake.Config{Seed: cfg.seed, Clock: cfg.clock})
 			h, faults = s, s.Faults
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ports[name])))
