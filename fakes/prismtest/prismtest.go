@@ -20,7 +20,7 @@ import (
 )
 
 // StartTimeout bounds how long Start waits for Prism to answer.
-const StartTimeout = 60 * time.Second
+const StartTimeout = 2 * time.Minute
 
 // Violation is one finding of Prism about a request or a response.
 type Violation struct {
