@@ -12,6 +12,8 @@
 //   - keyheaderfake: a generic API following the IETF Idempotency-Key header draft.
 //   - hubspotfake: HubSpot's CRM records, upserted and read by a unique property.
 //   - slackfake: Slack's chat.postMessage with metadata and a lagging conversations.history.
+//   - resendfake: Resend's email API (send with Idempotency-Key, retrieve,
+//     list), checked against Resend's OpenAPI description.
 //
 // Every fake is an http.Handler, started like httptest.Server, and takes a
 // fault.Injector that fails, drops or delays requests around the commit step.

@@ -325,7 +325,7 @@ func (w *worker) countNaive(runs [][]*action) {
 	by := map[string]int{}
 	for _, fs := range w.fakes.servers {
 		for _, e := range fs.handler.Journal() {
-			if id := e.Params["metadata."+metaAction] + e.Params["fields."+metaAction]; id != "" {
+			if id := e.Params["metadata."+metaAction] + e.Params["fields."+metaAction] + actionFromTag(e.Params["tag."+metaAction]); id != "" {
 				by[id]++
 			}
 		}

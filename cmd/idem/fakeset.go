@@ -18,12 +18,13 @@ import (
 	"github.com/idemkit/idemkit/fakes/hubspotfake"
 	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
+	"github.com/idemkit/idemkit/fakes/resendfake"
 	"github.com/idemkit/idemkit/fakes/slackfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
 // The fake providers, in the order they are printed.
-var fakeNames = []string{"stripe", "mail", "crm", "idem", "hubspot", "slack"}
+var fakeNames = []string{"stripe", "mail", "crm", "idem", "hubspot", "slack", "resend"}
 
 // controlPrefix is where each fake serves its journal and fault log, next
 // to its API: GET /_idem/journal, GET /_idem/faults, POST /_idem/reset.
@@ -87,6 +88,9 @@ func startFakes(cfg fakeConfig) (*fakeSet, error) {
 			h, faults = s, s.Faults
 		case "slack":
 			s := slackfake.NewHandler(&slackfake.Config{Seed: cfg.seed, Clock: cfg.clock, HistoryLag: cfg.indexLag})
+			h, faults = s, s.Faults
+		case "resend":
+			s := resendfake.NewHandler(&resendfake.Config{Seed: cfg.seed, Clock: cfg.clock})
 			h, faults = s, s.Faults
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ports[name])))

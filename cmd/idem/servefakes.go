@@ -19,7 +19,7 @@ import (
 
 // faultSpec is one fault rule, as --fault and --faults-file give it.
 type faultSpec struct {
-	// Fake is the fake it applies to: stripe, mail, crm, idem, hubspot, slack.
+	// Fake is the fake it applies to: stripe, mail, crm, idem, hubspot, slack, resend.
 	Fake string `json:"fake"`
 	// Route is "METHOD /pattern" as the fake documents it; "" for every route.
 	Route string `json:"route,omitempty"`
@@ -135,7 +135,7 @@ func readFaultsFile(path string) ([]faultSpec, error) {
 
 func newServeFakesCmd() *cobra.Command {
 	var (
-		ports      [6]int
+		ports      = make([]int, len(fakeNames))
 		faultFlags []string
 		faultsFile string
 		rate       float64
@@ -146,7 +146,7 @@ func newServeFakesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve-fakes",
 		Short: "Run the fake providers as standalone servers on loopback",
-		Long: `Run the fake providers (stripe, mail, crm, idem, hubspot, slack) as HTTP servers on
+		Long: `Run the fake providers (stripe, mail, crm, idem, hubspot, slack, resend) as HTTP servers on
 127.0.0.1, for tests in any language, until SIGINT or SIGTERM (exit 0).
 
 Each fake serves its API and, next to it:

@@ -24,6 +24,7 @@ import (
 	"github.com/idemkit/idemkit/providers/crm"
 	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
+	"github.com/idemkit/idemkit/providers/resend"
 	"github.com/idemkit/idemkit/providers/stripe"
 )
 
@@ -248,6 +249,7 @@ type kit struct {
 	mail   *mail.Client
 	crm    *crm.Client
 	idem   *keyheader.Client
+	resend *resend.Client
 }
 
 // newKit builds the adapters on the fakes; timeout bounds one request.
@@ -264,6 +266,7 @@ func newKit(set *fakeSet, conns *connTracker, clk clock.Clock, timeout time.Dura
 		mail:   mail.New(set.servers["mail"].url, &mail.Config{HTTP: hc, IndexLag: indexLagBound}),
 		crm:    crm.New(set.servers["crm"].url, &crm.Config{HTTP: hc}),
 		idem:   keyheader.New(set.servers["idem"].url, &keyheader.Config{HTTP: hc}),
+		resend: resend.New(set.servers["resend"].url, &resend.Config{APIKey: demoResendKey, HTTP: hc}),
 	}
 }
 
@@ -321,7 +324,11 @@ func (n *naiveClient) do(ctx context.Context, path, key, contentType string, bod
 		return err
 	}
 	req.Header.Set("Content-Type", contentType)
-	req.Header.Set("Authorization", "Bearer "+demoStripeKey)
+	if n.fake == "resend" {
+		req.Header.Set("Authorization", "Bearer "+demoResendKey)
+	} else {
+		req.Header.Set("Authorization", "Bearer "+demoStripeKey)
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
