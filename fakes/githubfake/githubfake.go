@@ -453,6 +453,12 @@ func (h *Handler) createComment(r *http.Request) fault.Response {
 	if !ok {
 		return resp
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, is := h.issueOf(r)
+	if is == nil {
+		return notFound()
+	}
 	body, present, ok := text(obj["body"], false)
 	switch {
 	case !ok:
@@ -461,12 +467,6 @@ func (h *Handler) createComment(r *http.Request) fault.Response {
 		return validationFailed(fieldError{Resource: "IssueComment", Field: "body", Code: "missing_field"})
 	case utf8.RuneCountInString(body) > MaxBody:
 		return validationFailed(fieldError{Resource: "IssueComment", Field: "body", Code: "custom", Message: fmt.Sprintf("body is too long (maximum is %d characters)", MaxBody)})
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, is := h.issueOf(r)
-	if is == nil {
-		return notFound()
 	}
 	now := h.now()
 	h.nextID++
