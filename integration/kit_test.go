@@ -51,7 +51,21 @@ const setupPrefix = "setup-"
 // urls locates the fake providers.
 type urls struct {
 	Stripe, Mail, CRM, Idem string
+	// Extra locates the fakes of extraProviders, by name.
+	Extra map[string]string `json:",omitempty"`
 }
+
+// extraProvider is a provider whose fake and adapter are set up in a file
+// of its own, which registers it in extraProviders (and its name in
+// providerNames, its scenarios in scenarios) from an init function.
+type extraProvider struct {
+	// start returns the fake's handler and what the tests use of it.
+	start func(opt kitOptions) (http.Handler, server)
+	// build returns the adapter for the fake at url, kept in kit.extra.
+	build func(url string, cfg providers.Config, opt kitOptions) any
+}
+
+var extraProviders = map[string]extraProvider{}
 
 // kit is the fake providers and the tools that act on them, as one
 // process sees them. A kit made by newKit owns the servers; one made by
@@ -63,6 +77,7 @@ type kit struct {
 	mail    *mail.Client
 	crm     *crm.Client
 	idem    *keyheader.Client
+	extra   map[string]any         // adapters of extraProviders, by name
 	tools   map[string]client.Tool // by scenario name
 }
 
@@ -116,7 +131,11 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 			f := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: opt.seed, Clock: now})
 			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		default:
-			t.Fatalf("unknown provider %q", name)
+			p, ok := extraProviders[name]
+			if !ok {
+				t.Fatalf("unknown provider %q", name)
+			}
+			h, srv = p.start(opt)
 		}
 		srv.served = newServed()
 		hs := httptest.NewServer(srv.served.wrap(h))
@@ -131,6 +150,11 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 			k.urls.CRM = hs.URL
 		case "idem":
 			k.urls.Idem = hs.URL
+		default:
+			if k.urls.Extra == nil {
+				k.urls.Extra = map[string]string{}
+			}
+			k.urls.Extra[name] = hs.URL
 		}
 	}
 	k.build(opt)
@@ -161,6 +185,10 @@ func (k *kit) build(opt kitOptions) {
 	k.mail = mail.New(k.urls.Mail, &mail.Config{HTTP: httpCfg("mail"), IndexLag: indexLagBound})
 	k.crm = crm.New(k.urls.CRM, &crm.Config{HTTP: httpCfg("crm")})
 	k.idem = keyheader.New(k.urls.Idem, &keyheader.Config{HTTP: httpCfg("idem")})
+	k.extra = map[string]any{}
+	for name, p := range extraProviders {
+		k.extra[name] = p.build(k.urls.Extra[name], httpCfg(name), opt) // "" when its fake is not started
+	}
 	policy := func(a providers.Adapter) client.Reconciler {
 		if opt.blind {
 			return client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
