@@ -15,13 +15,14 @@ import (
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/fakes/githubfake"
 	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
 	"github.com/idemkit/idemkit/fakes/stripefake"
 )
 
 // The fake providers, in the order they are printed.
-var fakeNames = []string{"stripe", "mail", "crm", "idem"}
+var fakeNames = []string{"stripe", "mail", "crm", "idem", "github"}
 
 // controlPrefix is where each fake serves its journal and fault log, next
 // to its API: GET /_idem/journal, GET /_idem/faults, POST /_idem/reset.
@@ -48,7 +49,7 @@ type fakeServer struct {
 type fakeConfig struct {
 	seed  int64
 	clock clock.Clock // nil: the wall clock
-	// indexLag delays search visibility on the fake Stripe and mail.
+	// indexLag delays search visibility on the fake Stripe, mail and GitHub.
 	indexLag time.Duration
 	ports    map[string]int // fixed ports by fake name; 0 or missing: a free port
 	// conns, when set, sees every server connection end.
@@ -78,6 +79,9 @@ func startFakes(cfg fakeConfig) (*fakeSet, error) {
 			h, faults = s, s.Faults
 		case "idem":
 			s := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			h, faults = s, s.Faults
+		case "github":
+			s := githubfake.NewHandler(&githubfake.Config{Seed: cfg.seed, Clock: cfg.clock, IndexLag: cfg.indexLag})
 			h, faults = s, s.Faults
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ports[name])))

@@ -19,7 +19,7 @@ import (
 
 // faultSpec is one fault rule, as --fault and --faults-file give it.
 type faultSpec struct {
-	// Fake is the fake it applies to: stripe, mail, crm, idem.
+	// Fake is the fake it applies to: stripe, mail, crm, idem, github.
 	Fake string `json:"fake"`
 	// Route is "METHOD /pattern" as the fake documents it; "" for every route.
 	Route string `json:"route,omitempty"`
@@ -89,7 +89,7 @@ func (f faultSpec) rule() (fault.Rule, error) {
 		return fault.Rule{}, usageErr(faultHelp, "fault rule: "+format, args...)
 	}
 	if !slices.Contains(fakeNames, f.Fake) {
-		return bad("unknown fake %q (stripe, mail, crm, idem)", f.Fake)
+		return bad("unknown fake %q (stripe, mail, crm, idem, github)", f.Fake)
 	}
 	a, ok := faultActions[f.Action]
 	if !ok {
@@ -135,7 +135,7 @@ func readFaultsFile(path string) ([]faultSpec, error) {
 
 func newServeFakesCmd() *cobra.Command {
 	var (
-		ports      [4]int
+		ports      = make([]int, len(fakeNames))
 		faultFlags []string
 		faultsFile string
 		rate       float64
@@ -146,7 +146,7 @@ func newServeFakesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve-fakes",
 		Short: "Run the fake providers as standalone servers on loopback",
-		Long: `Run the fake providers (stripe, mail, crm, idem) as HTTP servers on
+		Long: `Run the fake providers (stripe, mail, crm, idem, github) as HTTP servers on
 127.0.0.1, for tests in any language, until SIGINT or SIGTERM (exit 0).
 
 Each fake serves its API and, next to it:
@@ -169,7 +169,7 @@ same rules, and --fault-rate for random faults drawn from --seed.`,
 	f.StringVar(&faultsFile, "faults-file", "", "JSON file with an array of fault rules")
 	f.Float64Var(&rate, "fault-rate", 0, "fraction (0 to 1) of requests that get a random fault")
 	f.Int64Var(&seed, "seed", 1, "seed of object ids and random faults")
-	f.DurationVar(&indexLag, "index-lag", 0, "how long new objects stay invisible to search (stripe, mail)")
+	f.DurationVar(&indexLag, "index-lag", 0, "how long new objects stay invisible to search (stripe, mail, github)")
 	f.BoolVar(&asJSON, "json", false, "print the URLs as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var specs []faultSpec
