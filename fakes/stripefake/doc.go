@@ -5,7 +5,11 @@
 // errors. The official Go client (stripe-go) works against it unchanged.
 // README.md beside this file lists the routes and parameters, and what is
 // modeled and what is not: where it says "not modeled", the fake's answer
-// is not evidence of what Stripe would do.
+// is not evidence of what Stripe would do. Parameters and routes Stripe has
+// that the fake does not model (shipping, payment_method_data,
+// payment_method_options, GET /v1/charges/search) answer 501 with the code
+// stripefake_not_modeled and a message saying the fake does not model them,
+// never an answer that looks like Stripe refusing them.
 //
 // Bodies are form-encoded; requests need a test key (sk_test_ or
 // rk_test_). A confirmation with payment_method pm_card_chargeDeclined,

@@ -17,7 +17,8 @@ var (
 		"metadata": hash, "expand": list, "instructions_email": scalar,
 	}
 	createChargeSpec = spec{
-		"amount": scalar, "currency": scalar, "source": scalar, "description": scalar,
+		"shipping": notModeled,
+		"amount":   scalar, "currency": scalar, "source": scalar, "description": scalar,
 		"receipt_email": scalar, "metadata": hash, "expand": list,
 	}
 	listPaymentIntentsSpec = spec{

@@ -13,11 +13,12 @@ import (
 type kind int
 
 const (
-	scalar    kind = iota // name=v
-	list                  // name[]=v or name[0]=v
-	hash                  // name[any key]=v (metadata)
-	object                // name[field]=v with fixed fields
-	rangeKind             // name=v or name[gt|gte|lt|lte]=v
+	scalar     kind = iota // name=v
+	list                   // name[]=v or name[0]=v
+	hash                   // name[any key]=v (metadata)
+	object                 // name[field]=v with fixed fields
+	rangeKind              // name=v or name[gt|gte|lt|lte]=v
+	notModeled             // a parameter Stripe accepts here that the fake does not model
 )
 
 // spec lists the parameters an endpoint accepts.
@@ -58,6 +59,9 @@ func parseParams(raw string, sp spec) (params, *apiError) {
 	for _, k := range keys {
 		vs := values[k]
 		last := vs[len(vs)-1]
+		if top, _, _ := strings.Cut(k, "["); sp[top] == notModeled {
+			return p, notModeledParam(k)
+		}
 		name, sub, hasSub, ok := splitKey(k)
 		if !ok {
 			// metadata[k][x]: the value of metadata[k] is not a string.
@@ -247,6 +251,18 @@ func (p params) metadata() (map[string]string, *apiError) {
 func notAString(name string) *apiError {
 	return &apiError{Type: typeInvalidRequest, Message: "Invalid value for " + name + ": expected a string or a number, not an object.", Param: name}
 }
+
+// notModeledParam is the answer to a parameter Stripe accepts but the fake
+// does not model: a 501 that says so, never Stripe's "unknown parameter",
+// so that no test takes it for Stripe refusing the parameter.
+func notModeledParam(k string) *apiError {
+	return &apiError{Type: typeInvalidRequest, Code: codeNotModeled, Param: k, status: http.StatusNotImplemented,
+		Message: "stripefake does not model the parameter " + k + ": Stripe accepts it, the fake cannot tell what Stripe would do with it."}
+}
+
+// codeNotModeled is the error code of what the fake does not model; Stripe
+// never sends it.
+const codeNotModeled = "stripefake_not_modeled"
 
 func unknownParam(k string) *apiError {
 	return &apiError{Type: typeInvalidRequest, Code: "parameter_unknown", Message: "Received unknown parameter: " + k, Param: k, status: http.StatusBadRequest}

@@ -16,6 +16,7 @@ import (
 
 var (
 	createPaymentIntentSpec = spec{
+		"shipping": notModeled, "payment_method_data": notModeled, "payment_method_options": notModeled,
 		"amount": scalar, "currency": scalar, "confirm": scalar, "payment_method": scalar,
 		"payment_method_types": list, "automatic_payment_methods": object, "description": scalar,
 		"receipt_email": scalar, "metadata": hash, "expand": list, "capture_method": scalar,
@@ -23,11 +24,13 @@ var (
 		"return_url": scalar,
 	}
 	updatePaymentIntentSpec = spec{
+		"shipping": notModeled, "payment_method_data": notModeled, "payment_method_options": notModeled,
 		"amount": scalar, "currency": scalar, "payment_method": scalar, "payment_method_types": list,
 		"description": scalar, "receipt_email": scalar, "metadata": hash, "expand": list,
 		"capture_method": scalar, "statement_descriptor_suffix": scalar, "setup_future_usage": scalar,
 	}
 	confirmPaymentIntentSpec = spec{
+		"shipping": notModeled, "payment_method_data": notModeled, "payment_method_options": notModeled,
 		"payment_method": scalar, "return_url": scalar, "off_session": scalar, "setup_future_usage": scalar,
 		"capture_method": scalar, "receipt_email": scalar, "payment_method_types": list, "expand": list,
 	}

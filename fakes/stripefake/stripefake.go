@@ -119,6 +119,12 @@ func NewHandler(cfg *Config) *Handler {
 	for pattern, ep := range routes {
 		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, ep) })
 	}
+	// A Stripe route the fake does not model, which another pattern would
+	// otherwise take (GET /v1/charges/{id} with the id "search").
+	h.mux.HandleFunc("GET /v1/charges/search", func(w http.ResponseWriter, r *http.Request) {
+		errorResponse(&apiError{Type: typeInvalidRequest, Code: codeNotModeled, status: http.StatusNotImplemented,
+			Message: "stripefake does not model the route GET /v1/charges/search (Stripe's charge search); search PaymentIntents or list charges instead."}).Write(w)
+	})
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		errorResponse(&apiError{Type: typeInvalidRequest, Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + ").", status: http.StatusNotFound}).Write(w)
 	})
@@ -337,7 +343,7 @@ func redact(key string) string {
 // errorResponse renders e as Stripe does: {"error": {...}}, with the
 // documentation of its code.
 func errorResponse(e *apiError) fault.Response {
-	if e.Code != "" && e.DocURL == "" {
+	if e.Code != "" && e.Code != codeNotModeled && e.DocURL == "" {
 		e.DocURL = docURLBase + strings.ReplaceAll(e.Code, "_", "-")
 	}
 	resp := fakehttp.JSON(e.httpStatus(), "", map[string]*apiError{"error": e})
