@@ -31,7 +31,8 @@
 // comma list), and the qualifiers repo:OWNER/NAME, is:issue, is:pr,
 // type:issue, type:pr, is:open, is:closed and state:open|closed. Results are
 // issues newest first (sort=created|updated|comments and order=asc|desc are
-// honoured), at most 1000, with total_count and incomplete_results false.
+// honoured), at most 1000, with total_count, incomplete_results false and
+// search_type "lexical".
 //
 // # Validation, errors and limits
 //

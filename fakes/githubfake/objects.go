@@ -292,8 +292,9 @@ func (h *Handler) searchIssues(r *http.Request) fault.Response {
 	return listResponse(hd, struct {
 		TotalCount        int         `json:"total_count"`
 		IncompleteResults bool        `json:"incomplete_results"`
+		SearchType        string      `json:"search_type"`
 		Items             []issueJSON `json:"items"`
-	}{total, false, js})
+	}{total, false, "lexical", js})
 }
 
 // Server is a Handler listening on a loopback address, like
