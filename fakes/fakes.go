@@ -10,6 +10,7 @@
 //     searched, with a configurable index lag.
 //   - crmfake: a CRM with a non-idempotent create and an upsert by external id.
 //   - keyheaderfake: a generic API following the IETF Idempotency-Key header draft.
+//   - githubfake: GitHub's issues and comments, no idempotency, a lagging search.
 //
 // Every fake is an http.Handler, started like httptest.Server, and takes a
 // fault.Injector that fails, drops or delays requests around the commit step.

@@ -15,6 +15,7 @@
 // The adapters live in subpackages, one per mechanism of passing the key
 // downstream (the README's "Providers: passing the key downstream"):
 // stripe (idempotency header, search and list lookups), mail (reference
-// search), crm (upsert by external id) and keyheader (any API that honours
-// the IETF Idempotency-Key header).
+// search), crm (upsert by external id), keyheader (any API that honours
+// the IETF Idempotency-Key header) and github (issues and comments found by
+// a marker in their body, on go-github).
 package providers
