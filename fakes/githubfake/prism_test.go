@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/idemkit/idemkit/fakes/fault"
 	"github.com/idemkit/idemkit/fakes/githubfake"
 	"github.com/idemkit/idemkit/fakes/githubfake/githubspec"
 	"github.com/idemkit/idemkit/fakes/internal/testutil"
@@ -52,9 +54,14 @@ func TestAnswersWithinGitHubsDescription(t *testing.T) {
 	call("GET", "/search/issues?q=a", nil, 200)
 	call("GET", "/search/issues?q=b", nil, 200)
 	call("GET", "/search/issues?q=c", nil, 403) // the search rate limit
+	// Injected faults, in GitHub's shapes: a 503, a secondary rate limit.
+	s.Faults.Add(fault.Rule{Route: "POST /repos/{owner}/{repo}/issues", Attempt: 1, Action: fault.FailBeforeCommit, Status: 503})
+	call("POST", "/repos/acme/widgets/issues", map[string]any{"title": "t"}, 503)
+	s.Faults.Add(fault.Rule{Route: "POST /repos/{owner}/{repo}/issues", Attempt: 1, Action: fault.FailBeforeCommit, Status: 403, RetryAfter: time.Second})
+	call("POST", "/repos/acme/widgets/issues", map[string]any{"title": "t"}, 403)
 	proxy.Check(t)
-	if n := proxy.Exchanges(); n != 16 {
-		t.Errorf("%d exchanges through Prism, want 16", n)
+	if n := proxy.Exchanges(); n != 18 {
+		t.Errorf("%d exchanges through Prism, want 18", n)
 	}
 
 	// The control: Prism reports what GitHub would refuse.
