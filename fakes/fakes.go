@@ -14,6 +14,7 @@
 //   - slackfake: Slack's chat.postMessage with metadata and a lagging conversations.history.
 //   - resendfake: Resend's email API (send with Idempotency-Key, retrieve,
 //     list), checked against Resend's OpenAPI description.
+//   - githubfake: GitHub's issues and comments, no idempotency, a lagging search.
 //
 // Every fake is an http.Handler, started like httptest.Server, and takes a
 // fault.Injector that fails, drops or delays requests around the commit step.

@@ -16,6 +16,7 @@
 // downstream (the README's "Providers: passing the key downstream"):
 // stripe (idempotency header, search and list lookups), mail (reference
 // search), crm (upsert by external id), keyheader (any API that honours
-// the IETF Idempotency-Key header) and resend (email through Resend's
-// Idempotency-Key, found later by a tag).
+// the IETF Idempotency-Key header), resend (email through Resend's
+// Idempotency-Key, found later by a tag) and github (issues and comments
+// found by a marker in their body, on go-github).
 package providers

@@ -325,7 +325,11 @@ func (w *worker) countNaive(runs [][]*action) {
 	by := map[string]int{}
 	for _, fs := range w.fakes.servers {
 		for _, e := range fs.handler.Journal() {
-			if id := e.Params["metadata."+metaAction] + e.Params["fields."+metaAction] + actionFromTag(e.Params["tag."+metaAction]); id != "" {
+			id := e.Params["metadata."+metaAction] + e.Params["fields."+metaAction] + actionFromTag(e.Params["tag."+metaAction])
+			if l, ok := strings.CutPrefix(e.Params["labels"], metaAction+"="); ok { // a GitHub issue's label
+				id += l
+			}
+			if id != "" {
 				by[id]++
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/crmfake"
 	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/idemkit/idemkit/fakes/githubfake"
 	"github.com/idemkit/idemkit/fakes/hubspotfake"
 	"github.com/idemkit/idemkit/fakes/keyheaderfake"
 	"github.com/idemkit/idemkit/fakes/mailfake"
@@ -24,7 +25,7 @@ import (
 )
 
 // The fake providers, in the order they are printed.
-var fakeNames = []string{"stripe", "mail", "crm", "idem", "hubspot", "slack", "resend"}
+var fakeNames = []string{"stripe", "mail", "crm", "idem", "hubspot", "slack", "resend", "github"}
 
 // controlPrefix is where each fake serves its journal and fault log, next
 // to its API: GET /_idem/journal, GET /_idem/faults, POST /_idem/reset.
@@ -52,7 +53,7 @@ type fakeConfig struct {
 	seed  int64
 	clock clock.Clock // nil: the wall clock
 	// indexLag delays search visibility on the fake Stripe and mail, and
-	// history visibility on the fake Slack.
+	// history visibility on the fake Slack; search on the fake GitHub.
 	indexLag time.Duration
 	ports    map[string]int // fixed ports by fake name; 0 or missing: a free port
 	// conns, when set, sees every server connection end.
@@ -91,6 +92,9 @@ func startFakes(cfg fakeConfig) (*fakeSet, error) {
 			h, faults = s, s.Faults
 		case "resend":
 			s := resendfake.NewHandler(&resendfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			h, faults = s, s.Faults
+		case "github":
+			s := githubfake.NewHandler(&githubfake.Config{Seed: cfg.seed, Clock: cfg.clock, IndexLag: cfg.indexLag})
 			h, faults = s, s.Faults
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ports[name])))

@@ -19,7 +19,7 @@ import (
 
 // faultSpec is one fault rule, as --fault and --faults-file give it.
 type faultSpec struct {
-	// Fake is the fake it applies to: stripe, mail, crm, idem, hubspot, slack, resend.
+	// Fake is the fake it applies to: stripe, mail, crm, idem, hubspot, slack, resend, github.
 	Fake string `json:"fake"`
 	// Route is "METHOD /pattern" as the fake documents it; "" for every route.
 	Route string `json:"route,omitempty"`
@@ -146,7 +146,7 @@ func newServeFakesCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve-fakes",
 		Short: "Run the fake providers as standalone servers on loopback",
-		Long: `Run the fake providers (stripe, mail, crm, idem, hubspot, slack, resend) as HTTP servers on
+		Long: `Run the fake providers (stripe, mail, crm, idem, hubspot, slack, resend, github) as HTTP servers on
 127.0.0.1, for tests in any language, until SIGINT or SIGTERM (exit 0).
 
 Each fake serves its API and, next to it:
@@ -169,7 +169,7 @@ same rules, and --fault-rate for random faults drawn from --seed.`,
 	f.StringVar(&faultsFile, "faults-file", "", "JSON file with an array of fault rules")
 	f.Float64Var(&rate, "fault-rate", 0, "fraction (0 to 1) of requests that get a random fault")
 	f.Int64Var(&seed, "seed", 1, "seed of object ids and random faults")
-	f.DurationVar(&indexLag, "index-lag", 0, "how long new objects stay invisible to search (stripe, mail) and Slack messages to history")
+	f.DurationVar(&indexLag, "index-lag", 0, "how long new objects stay invisible to search (stripe, mail, github) and Slack messages to history")
 	f.BoolVar(&asJSON, "json", false, "print the URLs as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var specs []faultSpec

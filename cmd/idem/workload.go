@@ -14,14 +14,17 @@ import (
 	"strings"
 	"time"
 
+	gh "github.com/google/go-github/v93/github"
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/fakes"
+	"github.com/idemkit/idemkit/fakes/githubfake"
 	"github.com/idemkit/idemkit/internal/clip"
 	"github.com/idemkit/idemkit/providers"
 	"github.com/idemkit/idemkit/providers/crm"
+	"github.com/idemkit/idemkit/providers/github"
 	"github.com/idemkit/idemkit/providers/keyheader"
 	"github.com/idemkit/idemkit/providers/mail"
 	"github.com/idemkit/idemkit/providers/resend"
@@ -231,6 +234,32 @@ var scenarios = []*scenario{
 		},
 		adapter: func(k *kit) providers.Adapter { return k.idem },
 	},
+	{
+		label: "github issues", fake: "github", kinds: []string{githubfake.KindIssue}, route: "POST /repos/{owner}/{repo}/issues",
+		tool:     "report_bug",
+		identity: []client.Field{{Path: "ticketId", Norm: client.String}},
+		input: func(n int, _ string, text string, drift bool) json.RawMessage {
+			if drift {
+				return jsonf(`{"ticketId": "%d", "text": %q}`, n, text)
+			}
+			return jsonf(`{"ticketId": %d, "text": %q}`, n, text)
+		},
+		act: func(ctx context.Context, k *kit, a args, key string) (client.Effect, error) {
+			text := a.str("text")
+			is, err := k.github.Issues.Create(ctx, key, gh.CreateIssueRequest{Title: "Bug from ticket " + a.str("ticketId"), Body: &text})
+			if err != nil {
+				return client.Effect{}, err
+			}
+			return client.Effect{Summary: is.Summary(), Ref: is.Ref()}, nil
+		},
+		// The naive issue carries its action as a label.
+		naive: func(ctx context.Context, n *naiveClient, a args, action string) error {
+			return n.json(ctx, "/repos/"+demoRepo+"/issues", "", map[string]any{
+				"title": "Bug from ticket " + a.str("ticketId"), "body": a.str("text"), "labels": []string{metaAction + "=" + action},
+			})
+		},
+		adapter: func(k *kit) providers.Adapter { return k.github.Issues },
+	},
 }
 
 func jsonf(format string, a ...any) json.RawMessage {
@@ -250,6 +279,7 @@ type kit struct {
 	crm    *crm.Client
 	idem   *keyheader.Client
 	resend *resend.Client
+	github *github.Client
 }
 
 // newKit builds the adapters on the fakes; timeout bounds one request.
@@ -261,7 +291,16 @@ func newKit(set *fakeSet, conns *connTracker, clk clock.Clock, timeout time.Dura
 	// Stripe's lookups reckon the search lag from the workers' clock.
 	stripeHTTP := hc
 	stripeHTTP.Clock = clk
+	api := set.servers["github"].url + "/"
+	ghc, err := gh.NewClient(gh.WithURLs(&api, &api), gh.WithHTTPClient(conns.client()), gh.WithDisableRateLimitCheck())
+	if err != nil {
+		panic(err) // the URL is the fake's own
+	}
 	return &kit{
+		github: github.New(ghc, "acme", "support", &github.Config{
+			Clock: clk, Timeout: timeout, MaxRetries: 2, RetryWaitMin: hc.RetryWaitMin, RetryWaitMax: hc.RetryWaitMax,
+			MaxRetryAfter: hc.MaxRetryAfter, SearchLag: indexLagBound,
+		}),
 		stripe: stripe.New(set.servers["stripe"].url, &stripe.Config{APIKey: demoStripeKey, HTTP: stripeHTTP, SearchLag: indexLagBound}),
 		mail:   mail.New(set.servers["mail"].url, &mail.Config{HTTP: hc, IndexLag: indexLagBound}),
 		crm:    crm.New(set.servers["crm"].url, &crm.Config{HTTP: hc}),
@@ -271,6 +310,9 @@ func newKit(set *fakeSet, conns *connTracker, clk clock.Clock, timeout time.Dura
 }
 
 const demoStripeKey = "sk_test_idem_demo"
+
+// demoRepo is the repository of the fake GitHub the demo opens issues in.
+const demoRepo = "acme/support"
 
 // naiveClient is what most agents use today: a retrying HTTP client
 // (go-retryablehttp's defaults: connection errors, 5xx and 429 are
