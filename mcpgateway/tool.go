@@ -566,8 +566,17 @@ func (g *Gateway) answer(t *guarded, uc *upCall, res client.Result) *mcp.CallToo
 			meta[OutcomeMeta], meta[KeyMeta] = outcome.String(), res.Key
 			return out
 		}
-		if outcome == client.Uncertain && uc.err != nil {
-			text += " (" + clip(uc.err.Error(), 500) + ".)"
+		if outcome == client.Uncertain {
+			// This call's own upstream error, or, for a repeat that did not
+			// call the upstream, the cause the record keeps: the upstream's
+			// words of the call that left it uncertain.
+			cause := uc.err
+			if cause == nil {
+				cause = res.Err
+			}
+			if cause != nil {
+				text += " (" + strings.TrimSuffix(clip(cause.Error(), 500), ".") + ".)"
+			}
 		}
 		out.Content = textContent(text)
 		return out
