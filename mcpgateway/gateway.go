@@ -78,6 +78,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -122,7 +123,9 @@ type Gateway struct {
 	calls    Executor // exec, wrapped by Options.Executor
 	wrap     func(client.Tool) client.Tool
 	up       *upstream
+	serverMu sync.Mutex // guards server's setting, read by listChanged
 	server   *mcp.Server
+	caps     *mcp.ServerCapabilities // what server tells its clients
 	tools    map[string]*guarded
 	log      *slog.Logger
 	procRun  string // the run id of stdio sessions without another source
@@ -238,13 +241,17 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	// capabilities) lists the tools again.
 	g.up.setConnected(func() { go g.refresh() })
 	init := sess.InitializeResult()
-	g.server = mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
+	caps := mirror(init.Capabilities)
+	server := mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
 		Instructions:       init.Instructions,
 		Capabilities:       mirror(init.Capabilities),
 		Logger:             o.Logger,
 		InitializedHandler: g.initialized,
 	})
-	g.server.AddReceivingMiddleware(g.route)
+	server.AddReceivingMiddleware(g.route)
+	g.serverMu.Lock()
+	g.server, g.caps = server, caps
+	g.serverMu.Unlock()
 	return g, nil
 }
 
@@ -253,7 +260,9 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 func (g *Gateway) newClient(caps clientCaps) *mcp.Client {
 	c := mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ClientOptions{
 		Capabilities:                caps.options(),
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { go g.refresh() },
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { go g.toolsChanged() },
+		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { go g.listChanged(changedPrompts) },
+		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { go g.listChanged(changedResources) },
 		ProgressNotificationHandler: g.notifyProgress,
 	})
 	c.AddReceivingMiddleware(g.toClient)
@@ -321,21 +330,91 @@ func (g *Gateway) refresh() {
 }
 
 // mirror returns the capabilities the gateway serves for an upstream's:
-// its tools, resources, prompts and completions, without list-changed
-// notifications and subscriptions, which the gateway does not relay.
+// its tools, resources, prompts and completions, with the list-changed
+// notifications the upstream sends (the gateway relays them), without
+// resource subscriptions, which it does not relay.
 func mirror(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
 	if up == nil {
 		return caps
 	}
+	if up.Tools != nil {
+		caps.Tools.ListChanged = up.Tools.ListChanged
+	}
 	if up.Resources != nil {
-		caps.Resources = &mcp.ResourceCapabilities{}
+		caps.Resources = &mcp.ResourceCapabilities{ListChanged: up.Resources.ListChanged}
 	}
 	if up.Prompts != nil {
-		caps.Prompts = &mcp.PromptCapabilities{}
+		caps.Prompts = &mcp.PromptCapabilities{ListChanged: up.Prompts.ListChanged}
 	}
 	caps.Completions = up.Completions
 	return caps
+}
+
+// The lists whose changes the gateway relays.
+const (
+	changedTools = iota
+	changedPrompts
+	changedResources
+)
+
+// changeMarker names the placeholder the gateway adds to its own server's
+// list and removes again to have the go-sdk notify every client that a
+// list changed: the notification reaches each session the way its
+// protocol version wants it (on the session, or on the subscriptions
+// stream it opened). The placeholder is never listed or called, as every
+// list and call goes to the upstream.
+const changeMarker = "idemkit-gateway-list-changed"
+
+// toolsChanged lists the upstream's tools again after it said they
+// changed, so that calls are checked and converted against the new input
+// and output schemas, then tells the clients.
+func (g *Gateway) toolsChanged() {
+	g.refresh()
+	g.listChanged(changedTools)
+}
+
+// listChanged tells every client of the gateway that the upstream's list
+// changed.
+func (g *Gateway) listChanged(which int) {
+	g.serverMu.Lock()
+	s, caps := g.server, g.caps
+	g.serverMu.Unlock()
+	if s == nil {
+		return // not serving yet: clients list what is there when they come
+	}
+	// Only what the gateway told its clients it would notify.
+	switch {
+	case which == changedTools && !caps.Tools.ListChanged,
+		which == changedPrompts && (caps.Prompts == nil || !caps.Prompts.ListChanged),
+		which == changedResources && (caps.Resources == nil || !caps.Resources.ListChanged):
+		return
+	}
+	switch which {
+	case changedTools:
+		s.AddTool(&mcp.Tool{Name: changeMarker, InputSchema: &jsonschema.Schema{Type: "object"}}, markerTool)
+		s.RemoveTools(changeMarker)
+	case changedPrompts:
+		s.AddPrompt(&mcp.Prompt{Name: changeMarker}, markerPrompt)
+		s.RemovePrompts(changeMarker)
+	case changedResources:
+		s.AddResource(&mcp.Resource{URI: changeMarker + ":marker", Name: changeMarker}, markerResource)
+		s.RemoveResources(changeMarker + ":marker")
+	}
+}
+
+var errMarker = errors.New("mcpgateway: no such tool, prompt or resource")
+
+func markerTool(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return nil, errMarker
+}
+
+func markerPrompt(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	return nil, errMarker
+}
+
+func markerResource(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	return nil, errMarker
 }
 
 // Serve serves one client over t (Stdio for a client that spawns the
