@@ -15,10 +15,13 @@
 //
 // Everything else passes through as it came: a forwarded request carries
 // the client's own params and is answered with the upstream's own result
-// (or JSON-RPC error) whenever client and upstream speak the same protocol
-// version; progress notifications reach the client under its own token;
-// the upstream's sampling, elicitation and roots requests go to the client,
-// whose capabilities the upstream is told.
+// (or JSON-RPC error), whatever protocol version each side speaks (the
+// gateway speaks to the upstream the client's version where it can);
+// progress notifications reach the client under its own token; the
+// upstream's sampling, elicitation and roots requests go to the client,
+// whose capabilities the upstream is told, on protocol 2026-07-28 as the
+// input an upstream's result asks for; its list-changed notifications
+// reach every client.
 //
 // When the gateway starts, and when the upstream's tool list changes, every
 // configured tool must be offered by the upstream (Config.MissingTools),
@@ -133,6 +136,7 @@ type Gateway struct {
 	catalog  catalog
 	progress progress
 	active   active
+	raws     rawCache
 	// inflight counts the configured tool calls in progress, which go on
 	// when their client leaves: Serve and Close wait for them.
 	inflight sync.WaitGroup
@@ -243,10 +247,14 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	init := sess.InitializeResult()
 	caps := mirror(init.Capabilities)
 	server := mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
-		Instructions:       init.Instructions,
-		Capabilities:       mirror(init.Capabilities),
-		Logger:             o.Logger,
-		InitializedHandler: g.initialized,
+		Instructions: init.Instructions,
+		Capabilities: mirror(init.Capabilities),
+		// The versions the upstream speaks: a client that can speak the
+		// upstream's speaks it, and the upstream's requests for input
+		// reach it the way that version sends them.
+		SupportedProtocolVersions: upTo(init.ProtocolVersion),
+		Logger:                    o.Logger,
+		InitializedHandler:        g.initialized,
 	})
 	server.AddReceivingMiddleware(g.route)
 	g.serverMu.Lock()
@@ -264,6 +272,9 @@ func (g *Gateway) newClient(caps clientCaps) *mcp.Client {
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { go g.listChanged(changedPrompts) },
 		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { go g.listChanged(changedResources) },
 		ProgressNotificationHandler: g.notifyProgress,
+		// An upstream's request for input (2026-07-28) goes to the client
+		// (forward), not to handlers of the gateway's own.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	c.AddReceivingMiddleware(g.toClient)
 	return c
@@ -349,6 +360,18 @@ func mirror(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	}
 	caps.Completions = up.Completions
 	return caps
+}
+
+// upTo returns the protocol versions the go-sdk supports up to version:
+// none newer than the upstream's.
+func upTo(version string) []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v <= version {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // The lists whose changes the gateway relays.
@@ -469,7 +492,8 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 			if t := g.tools[p.Name]; t != nil {
 				return g.call(ctx, t, req.(*mcp.CallToolRequest))
 			}
-			return forward(ctx, g, req, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
+			return forward(ctx, g, req, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments,
+				InputResponses: p.InputResponses, RequestState: p.RequestState}, (*mcp.ClientSession).CallTool)
 		case *mcp.ListToolsParams:
 			return forward(ctx, g, req, p, (*mcp.ClientSession).ListTools)
 		case *mcp.ListResourcesParams:
@@ -492,7 +516,11 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 // forward passes one request to the upstream as it came, bounded by
 // CallTimeout, and returns the upstream's answer as it came: its result,
 // or its JSON-RPC error. Progress notifications of the request are
-// relayed to the client.
+// relayed to the client. An upstream that asks for input in its result
+// (protocol 2026-07-28) has it passed to a client that speaks that
+// protocol, which answers by repeating the request; for a client on an
+// earlier protocol the gateway asks it with requests of its own and
+// repeats the request to the upstream with the answers.
 func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mcp.Request, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	_ = g.adoptCaps(ss) // initialized said why not, if not
@@ -503,30 +531,66 @@ func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mc
 	defer release()
 	defer g.active.begin(ctx, req)()
 	raw := rawParams(req)
-	if !g.sameProtocol(req, sess) {
-		raw = nil
-	}
 	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && !v.IsNil() { // no params: none to rewrite
 		var meta mcp.Meta
 		var end func()
-		raw, meta, end = g.withProgress(ctx, req, raw, p.GetMeta())
+		raw, meta, end = g.withProgress(ctx, req, raw, withoutProtocolMeta(p.GetMeta()))
 		defer end()
 		p.SetMeta(meta)
 	}
+	version := clientVersion(ss)
+	for round := 1; ; round++ {
+		res, r, err := send(ctx, g, raw, func(cctx context.Context) (R, error) { return call(sess, cctx, p) })
+		if err != nil {
+			return nil, err
+		}
+		inputs, state, needs := needsInput(res)
+		if !needs || newProtocol(version) {
+			if r != nil {
+				return &rawResult{raw: forClient(r, version)}, nil
+			}
+			return res, nil
+		}
+		if round >= maxInputRounds {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream asked for input %d times in a row", round)}
+		}
+		answers, err := askClient(ctx, ss, inputs)
+		if err != nil {
+			return nil, err
+		}
+		setInputResponses(p, answers, state)
+		raw = withInputResponses(raw, answers, state)
+	}
+}
+
+// maxInputRounds bounds the rounds of input an upstream may ask for in one
+// request, as the go-sdk's client does.
+const maxInputRounds = 10
+
+// send makes one upstream request with raw params (nil: the typed ones),
+// bounded by CallTimeout, and returns its result, typed and as it came
+// (nil when unknown).
+func send[R mcp.Result](ctx context.Context, g *Gateway, raw json.RawMessage, call func(context.Context) (R, error)) (R, json.RawMessage, error) {
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	cctx, slot := withSlot(cctx, raw)
-	res, err := call(sess, cctx, p)
+	res, err := call(cctx)
 	switch {
 	case err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream did not answer within %s (callTimeout); the request was cancelled", g.timeout)}
+		return res, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream did not answer within %s (callTimeout); the request was cancelled", g.timeout)}
 	case err != nil:
-		return nil, unwrapRPC(err)
+		return res, nil, unwrapRPC(err)
 	}
-	if r := slot.get(); r != nil && g.sameProtocol(req, sess) {
-		return &rawResult{raw: r}, nil
+	r := slot.get()
+	if r != nil {
+		g.raws.keep(res, r)
+	} else {
+		// On protocol 2026-07-28 the go-sdk's client answers a list or a
+		// read from its cache while the upstream's time to live lasts:
+		// the same result it was sent, whose JSON the gateway kept.
+		r = g.raws.of(res)
 	}
-	return res, nil
+	return res, r, nil
 }
 
 // upstream is the connection to the upstream server, started again after
@@ -543,6 +607,7 @@ type upstream struct {
 	connected func()      // told of every new session, when set
 	client    *mcp.Client // made with caps
 	caps      clientCaps
+	version   string // the protocol version to ask for ("": the newest)
 	sess      *mcp.ClientSession
 	inUse     int  // acquired and not released
 	served    bool // sess has served a client's request
@@ -596,7 +661,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
-	sess, err := u.client.Connect(cctx, t, nil)
+	sess, err := u.client.Connect(cctx, t, &mcp.ClientSessionOptions{ProtocolVersion: u.version})
 	if err != nil {
 		return nil, fmt.Errorf("mcpgateway: connecting to the upstream: %w", err)
 	}

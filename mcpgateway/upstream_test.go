@@ -247,6 +247,35 @@ func upstreamMain(dir string) int {
 			return &mcp.CallToolResult{Content: text("evolved")}, nil, nil
 		})
 
+	// ask asks the client's model (sampling) before it answers: on
+	// protocol 2026-07-28 in its result (multi-round-trip), on an earlier
+	// one with a request of its own (the go-sdk does that for it).
+	type ask struct {
+		Question string `json:"question"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "ask the client's model"},
+		func(_ context.Context, req *mcp.CallToolRequest, a ask) (*mcp.CallToolResult, any, error) {
+			answer, ok := req.Params.InputResponses["q"]
+			if !ok {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.CreateMessageParams{
+					MaxTokens: 5, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Question}}}}}}, nil, nil
+			}
+			var said string
+			switch r := answer.(type) {
+			case *mcp.CreateMessageResult:
+				if tc, ok := r.Content.(*mcp.TextContent); ok {
+					said = tc.Text
+				}
+			case *mcp.CreateMessageWithToolsResult:
+				for _, c := range r.Content {
+					if tc, ok := c.(*mcp.TextContent); ok {
+						said += tc.Text
+					}
+				}
+			}
+			return &mcp.CallToolResult{Content: text("the model said: " + said)}, nil, nil
+		})
+
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
