@@ -826,3 +826,61 @@ func TestDuplicateOfAFailingCallGivesUpTruthfully(t *testing.T) {
 		t.Fatalf("runs %d, result %+v", runs.Load(), r)
 	}
 }
+
+// A repeat that takes over an uncertain record keeps the earlier attempt's
+// own reason: in its Result's Err, which is what a host shows the model,
+// and in the record it leaves (before, both became the generic "the
+// outcome of an earlier attempt is unknown", and the provider's words were
+// lost). A takeover that ends uncertain for a cause of its own records
+// that cause beside the first one, once.
+func TestTakeoverKeepsTheEarlierReason(t *testing.T) {
+	t.Parallel()
+	const words = "lost the connection to the bank after the transfer was sent"
+	t.Run("no reconciler", func(t *testing.T) {
+		t.Parallel()
+		var runs atomic.Int64
+		f := newFixture(t, nil, counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			return client.Effect{}, client.Ambiguous(errors.New(words))
+		}))
+		in := `{"ticketId":"5"}`
+		first := f.call(t, "run", "send_reply", in)
+		wantOutcome(t, first, client.Uncertain, "Do not retry.")
+		for i := range 2 {
+			again := f.call(t, "run", "send_reply", in)
+			wantOutcome(t, again, client.Uncertain, "Do not retry.")
+			if again.Err == nil || !strings.Contains(again.Err.Error(), words) {
+				t.Fatalf("repeat %d: cause %v, want the earlier attempt's words %q", i, again.Err, words)
+			}
+			rec, err := f.store.Get(context.Background(), again.Key)
+			if err != nil || rec.State != ledger.StateUncertain || !strings.Contains(rec.Reason, words) || strings.Count(rec.Reason, words) != 1 {
+				t.Fatalf("repeat %d: record %+v, %v: want the earlier reason kept once", i, rec, err)
+			}
+		}
+		if runs.Load() != 1 {
+			t.Fatalf("tool ran %d times, want 1", runs.Load())
+		}
+	})
+	t.Run("reconciler undecided", func(t *testing.T) {
+		t.Parallel()
+		var runs atomic.Int64
+		tool := counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+			return client.Effect{}, client.Ambiguous(errors.New(words))
+		})
+		tool.Reconciler = &verdicts{v: client.Reconciliation{Verdict: client.VerdictUnknown, Reason: "the bank's API is down"}}
+		f := newFixture(t, nil, tool)
+		in := `{"ticketId":"6"}`
+		first := f.call(t, "run", "send_reply", in)
+		if first.Err == nil || !strings.Contains(first.Err.Error(), words) || !strings.Contains(first.Err.Error(), "the bank's API is down") {
+			t.Fatalf("first call: cause %v, want the tool's words beside the reconciler's", first.Err)
+		}
+		for i := range 2 {
+			again := f.call(t, "run", "send_reply", in)
+			wantOutcome(t, again, client.Uncertain, "")
+			rec, err := f.store.Get(context.Background(), again.Key)
+			if err != nil || strings.Count(rec.Reason, words) != 1 || !strings.Contains(rec.Reason, "the bank's API is down") ||
+				again.Err == nil || !strings.Contains(again.Err.Error(), words) {
+				t.Fatalf("repeat %d: record %+v, %v; cause %v", i, rec, err, again.Err)
+			}
+		}
+	})
+}

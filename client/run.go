@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/errclass"
@@ -32,6 +33,11 @@ type run struct {
 	// call, once its process was found to have exited: the next claim
 	// takes the record over.
 	abandoned string
+	// earlier is the first cause of the action's uncertainty: the reason
+	// of the uncertain record this call took over, or the error of its own
+	// ambiguous attempt. An uncertain outcome for a later cause (a
+	// reconciler's, a resend's) keeps it beside that cause.
+	earlier string
 }
 
 func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID string, call Call) (Result, error) {
@@ -188,8 +194,9 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 			r.inv.SentBy = r.claimedAt
 		}
 		r.e.n.takeovers.Add(1)
+		r.earlier = rootReason(prev.Reason)
 		r.log(ctx, slog.LevelInfo, "idemkit takeover", slog.String("previous", string(prev.State)), slog.Time("sent_by", prev.LeaseUntil))
-		if s, done := r.reconcile(f.ctx, errEarlierUnknown, AlreadyDone); done {
+		if s, done := r.reconcile(f.ctx, r.earlierUnknown(), AlreadyDone); done {
 			return s
 		}
 		if s, ok := r.mayResend(f); !ok {
@@ -206,7 +213,7 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 		// A resend the provider refused (429, 409 while the first request
 		// is still running, a replayed rejection) says nothing about the
 		// earlier attempt, which may have taken effect.
-		return r.uncertains(fmt.Errorf("client: the resend failed (%w); an earlier attempt may have taken effect", err))
+		return r.uncertains(r.withEarlier(fmt.Errorf("client: the resend failed (%w); an earlier attempt may have taken effect", err)))
 	case class != errclass.Ambiguous:
 		return func(ctx context.Context) (Result, error) { return r.fail(ctx, err, class == errclass.Definite) }
 	}
@@ -215,6 +222,9 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 	// does not exist (or that a resend is deduplicated), one more run with
 	// the same downstream key is safe while we still hold the claim.
 	r.inv.SentBy = r.e.cfg.Clock.Now()
+	if r.earlier == "" {
+		r.earlier = err.Error()
+	}
 	if s, done := r.reconcile(f.ctx, err, Executed); done {
 		return s
 	}
@@ -226,7 +236,7 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 		return r.completes(eff, Executed)
 	}
 	// Whatever the resend's class, the first attempt may have acted.
-	return r.uncertains(err2)
+	return r.uncertains(r.withEarlier(err2))
 }
 
 // mayResend renews the claim before the tool runs again after a
@@ -234,7 +244,7 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 // fails, nothing is sent and the action stays uncertain.
 func (r *run) mayResend(f *fence) (settle, bool) {
 	if err := f.renew(r.e.cfg.RecordTimeout); err != nil {
-		return r.uncertains(fmt.Errorf("client: not resent: the claim could not be renewed: %w", err)), false
+		return r.uncertains(r.withEarlier(fmt.Errorf("client: not resent: the claim could not be renewed: %w", err))), false
 	}
 	return nil, true
 }
@@ -250,6 +260,47 @@ func (r *run) uncertains(cause error) settle {
 // errEarlierUnknown is the cause of an uncertain outcome when a call took
 // over a record whose effect may exist.
 var errEarlierUnknown = errors.New("client: the outcome of an earlier attempt is unknown")
+
+// earlierUnknownError is errEarlierUnknown with the reason the record
+// taken over gave (the provider's or the upstream's own words), which is
+// the real cause and is what the record keeps and the caller is told.
+type earlierUnknownError struct{ reason string }
+
+func (e *earlierUnknownError) Error() string { return e.reason }
+func (e *earlierUnknownError) Unwrap() error { return errEarlierUnknown }
+
+// earlierUnknown is the cause of an uncertain outcome after a takeover
+// that did not settle the action: the earlier attempt's reason when it had
+// one (an uncertain record), else errEarlierUnknown (an abandoned claim).
+func (r *run) earlierUnknown() error {
+	if r.earlier == "" {
+		return errEarlierUnknown
+	}
+	return &earlierUnknownError{reason: r.earlier}
+}
+
+// earlierMark joins the cause of an uncertain outcome to the first cause
+// of the action's uncertainty.
+const earlierMark = "; first cause: "
+
+// withEarlier adds the first cause of the action's uncertainty (r.earlier)
+// to the cause of an uncertain outcome, so that neither the record nor the
+// caller loses the provider's own words to a later, generic cause.
+func (r *run) withEarlier(cause error) error {
+	if r.earlier == "" {
+		return cause
+	}
+	return fmt.Errorf("%w%s%s", cause, earlierMark, r.earlier)
+}
+
+// rootReason is the first cause a reason records: a takeover's reason
+// carries the one before it, which is kept once, not nested.
+func rootReason(reason string) string {
+	if i := strings.LastIndex(reason, earlierMark); i >= 0 {
+		return reason[i+len(earlierMark):]
+	}
+	return reason
+}
 
 // reconcile asks the tool's reconciler whether the effect exists. done
 // reports that the call is settled by it (found: reported as foundAs; or
@@ -271,7 +322,7 @@ func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (sett
 	r.log(ctx, slog.LevelInfo, "idemkit reconcile", attrs...)
 	switch {
 	case err != nil:
-		return r.uncertains(fmt.Errorf("client: reconcile: %w", err)), true
+		return r.uncertains(r.withEarlier(fmt.Errorf("client: reconcile: %w", err))), true
 	case rec.Verdict == VerdictFound:
 		return r.completes(rec.Effect, foundAs), true
 	case rec.Verdict == VerdictAbsent, rec.Verdict == VerdictResendSafe:
@@ -281,7 +332,7 @@ func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (sett
 		if reason == "" {
 			reason = "the provider could not tell whether it happened"
 		}
-		return r.uncertains(errors.New("client: reconcile: " + reason)), true
+		return r.uncertains(r.withEarlier(errors.New("client: reconcile: " + reason))), true
 	}
 }
 

@@ -68,7 +68,8 @@ func TestErrorsBeforeAction(t *testing.T) {
 		t.Fatalf("ambiguous: %s %q", outcome(amb), allText(amb))
 	}
 	again := callOK(t, cs, "act", map[string]any{"id": "a"})
-	if outcome(again) != "uncertain" || !strings.Contains(allText(again), "Do not retry") {
+	// The repeat is told the upstream's words too, not a generic cause.
+	if outcome(again) != "uncertain" || !strings.Contains(allText(again), "Do not retry") || !strings.Contains(allText(again), "lost the connection to the bank") {
 		t.Fatalf("repeat of an uncertain call: %s %q", outcome(again), allText(again))
 	}
 	if j := journal(t, s.dir); countPrefix(j, "transfer 7 10.50") != 1 || countPrefix(j, "act a") != 1 || countPrefix(j, "act q") != 0 || countPrefix(j, "act r") != 0 {

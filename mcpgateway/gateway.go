@@ -15,10 +15,13 @@
 //
 // Everything else passes through as it came: a forwarded request carries
 // the client's own params and is answered with the upstream's own result
-// (or JSON-RPC error) whenever client and upstream speak the same protocol
-// version; progress notifications reach the client under its own token;
-// the upstream's sampling, elicitation and roots requests go to the client,
-// whose capabilities the upstream is told.
+// (or JSON-RPC error), whatever protocol version each side speaks (the
+// gateway speaks to the upstream the client's version where it can);
+// progress notifications reach the client under its own token; the
+// upstream's sampling, elicitation and roots requests go to the client,
+// whose capabilities the upstream is told, on protocol 2026-07-28 as the
+// input an upstream's result asks for; its list-changed notifications
+// reach every client.
 //
 // When the gateway starts, and when the upstream's tool list changes, every
 // configured tool must be offered by the upstream (Config.MissingTools),
@@ -78,6 +81,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -122,7 +126,9 @@ type Gateway struct {
 	calls    Executor // exec, wrapped by Options.Executor
 	wrap     func(client.Tool) client.Tool
 	up       *upstream
+	serverMu sync.Mutex // guards server's setting, read by listChanged
 	server   *mcp.Server
+	caps     *mcp.ServerCapabilities // what server tells its clients
 	tools    map[string]*guarded
 	log      *slog.Logger
 	procRun  string // the run id of stdio sessions without another source
@@ -130,6 +136,7 @@ type Gateway struct {
 	catalog  catalog
 	progress progress
 	active   active
+	raws     rawCache
 	// inflight counts the configured tool calls in progress, which go on
 	// when their client leaves: Serve and Close wait for them.
 	inflight sync.WaitGroup
@@ -238,13 +245,21 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	// capabilities) lists the tools again.
 	g.up.setConnected(func() { go g.refresh() })
 	init := sess.InitializeResult()
-	g.server = mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
-		Instructions:       init.Instructions,
-		Capabilities:       mirror(init.Capabilities),
-		Logger:             o.Logger,
-		InitializedHandler: g.initialized,
+	caps := mirror(init.Capabilities)
+	server := mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
+		Instructions: init.Instructions,
+		Capabilities: mirror(init.Capabilities),
+		// The versions the upstream speaks: a client that can speak the
+		// upstream's speaks it, and the upstream's requests for input
+		// reach it the way that version sends them.
+		SupportedProtocolVersions: upTo(init.ProtocolVersion),
+		Logger:                    o.Logger,
+		InitializedHandler:        g.initialized,
 	})
-	g.server.AddReceivingMiddleware(g.route)
+	server.AddReceivingMiddleware(g.route)
+	g.serverMu.Lock()
+	g.server, g.caps = server, caps
+	g.serverMu.Unlock()
 	return g, nil
 }
 
@@ -253,8 +268,13 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 func (g *Gateway) newClient(caps clientCaps) *mcp.Client {
 	c := mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ClientOptions{
 		Capabilities:                caps.options(),
-		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { go g.refresh() },
+		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { go g.toolsChanged() },
+		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { go g.listChanged(changedPrompts) },
+		ResourceListChangedHandler:  func(context.Context, *mcp.ResourceListChangedRequest) { go g.listChanged(changedResources) },
 		ProgressNotificationHandler: g.notifyProgress,
+		// An upstream's request for input (2026-07-28) goes to the client
+		// (forward), not to handlers of the gateway's own.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 	})
 	c.AddReceivingMiddleware(g.toClient)
 	return c
@@ -321,21 +341,103 @@ func (g *Gateway) refresh() {
 }
 
 // mirror returns the capabilities the gateway serves for an upstream's:
-// its tools, resources, prompts and completions, without list-changed
-// notifications and subscriptions, which the gateway does not relay.
+// its tools, resources, prompts and completions, with the list-changed
+// notifications the upstream sends (the gateway relays them), without
+// resource subscriptions, which it does not relay.
 func mirror(up *mcp.ServerCapabilities) *mcp.ServerCapabilities {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Logging: &mcp.LoggingCapabilities{}}
 	if up == nil {
 		return caps
 	}
+	if up.Tools != nil {
+		caps.Tools.ListChanged = up.Tools.ListChanged
+	}
 	if up.Resources != nil {
-		caps.Resources = &mcp.ResourceCapabilities{}
+		caps.Resources = &mcp.ResourceCapabilities{ListChanged: up.Resources.ListChanged}
 	}
 	if up.Prompts != nil {
-		caps.Prompts = &mcp.PromptCapabilities{}
+		caps.Prompts = &mcp.PromptCapabilities{ListChanged: up.Prompts.ListChanged}
 	}
 	caps.Completions = up.Completions
 	return caps
+}
+
+// upTo returns the protocol versions the go-sdk supports up to version:
+// none newer than the upstream's.
+func upTo(version string) []string {
+	var out []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v <= version {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// The lists whose changes the gateway relays.
+const (
+	changedTools = iota
+	changedPrompts
+	changedResources
+)
+
+// changeMarker names the placeholder the gateway adds to its own server's
+// list and removes again to have the go-sdk notify every client that a
+// list changed: the notification reaches each session the way its
+// protocol version wants it (on the session, or on the subscriptions
+// stream it opened). The placeholder is never listed or called, as every
+// list and call goes to the upstream.
+const changeMarker = "idemkit-gateway-list-changed"
+
+// toolsChanged lists the upstream's tools again after it said they
+// changed, so that calls are checked and converted against the new input
+// and output schemas, then tells the clients.
+func (g *Gateway) toolsChanged() {
+	g.refresh()
+	g.listChanged(changedTools)
+}
+
+// listChanged tells every client of the gateway that the upstream's list
+// changed.
+func (g *Gateway) listChanged(which int) {
+	g.serverMu.Lock()
+	s, caps := g.server, g.caps
+	g.serverMu.Unlock()
+	if s == nil {
+		return // not serving yet: clients list what is there when they come
+	}
+	// Only what the gateway told its clients it would notify.
+	switch {
+	case which == changedTools && !caps.Tools.ListChanged,
+		which == changedPrompts && (caps.Prompts == nil || !caps.Prompts.ListChanged),
+		which == changedResources && (caps.Resources == nil || !caps.Resources.ListChanged):
+		return
+	}
+	switch which {
+	case changedTools:
+		s.AddTool(&mcp.Tool{Name: changeMarker, InputSchema: &jsonschema.Schema{Type: "object"}}, markerTool)
+		s.RemoveTools(changeMarker)
+	case changedPrompts:
+		s.AddPrompt(&mcp.Prompt{Name: changeMarker}, markerPrompt)
+		s.RemovePrompts(changeMarker)
+	case changedResources:
+		s.AddResource(&mcp.Resource{URI: changeMarker + ":marker", Name: changeMarker}, markerResource)
+		s.RemoveResources(changeMarker + ":marker")
+	}
+}
+
+var errMarker = errors.New("mcpgateway: no such tool, prompt or resource")
+
+func markerTool(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return nil, errMarker
+}
+
+func markerPrompt(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+	return nil, errMarker
+}
+
+func markerResource(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	return nil, errMarker
 }
 
 // Serve serves one client over t (Stdio for a client that spawns the
@@ -390,7 +492,8 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 			if t := g.tools[p.Name]; t != nil {
 				return g.call(ctx, t, req.(*mcp.CallToolRequest))
 			}
-			return forward(ctx, g, req, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments}, (*mcp.ClientSession).CallTool)
+			return forward(ctx, g, req, &mcp.CallToolParams{Meta: p.Meta, Name: p.Name, Arguments: p.Arguments,
+				InputResponses: p.InputResponses, RequestState: p.RequestState}, (*mcp.ClientSession).CallTool)
 		case *mcp.ListToolsParams:
 			return forward(ctx, g, req, p, (*mcp.ClientSession).ListTools)
 		case *mcp.ListResourcesParams:
@@ -413,7 +516,11 @@ func (g *Gateway) route(next mcp.MethodHandler) mcp.MethodHandler {
 // forward passes one request to the upstream as it came, bounded by
 // CallTimeout, and returns the upstream's answer as it came: its result,
 // or its JSON-RPC error. Progress notifications of the request are
-// relayed to the client.
+// relayed to the client. An upstream that asks for input in its result
+// (protocol 2026-07-28) has it passed to a client that speaks that
+// protocol, which answers by repeating the request; for a client on an
+// earlier protocol the gateway asks it with requests of its own and
+// repeats the request to the upstream with the answers.
 func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mcp.Request, p P, call func(*mcp.ClientSession, context.Context, P) (R, error)) (mcp.Result, error) {
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	_ = g.adoptCaps(ss) // initialized said why not, if not
@@ -424,30 +531,66 @@ func forward[P mcp.Params, R mcp.Result](ctx context.Context, g *Gateway, req mc
 	defer release()
 	defer g.active.begin(ctx, req)()
 	raw := rawParams(req)
-	if !g.sameProtocol(req, sess) {
-		raw = nil
-	}
 	if v := reflect.ValueOf(p); v.Kind() == reflect.Pointer && !v.IsNil() { // no params: none to rewrite
 		var meta mcp.Meta
 		var end func()
-		raw, meta, end = g.withProgress(ctx, req, raw, p.GetMeta())
+		raw, meta, end = g.withProgress(ctx, req, raw, withoutProtocolMeta(p.GetMeta()))
 		defer end()
 		p.SetMeta(meta)
 	}
+	version := clientVersion(ss)
+	for round := 1; ; round++ {
+		res, r, err := send(ctx, g, raw, func(cctx context.Context) (R, error) { return call(sess, cctx, p) })
+		if err != nil {
+			return nil, err
+		}
+		inputs, state, needs := needsInput(res)
+		if !needs || newProtocol(version) {
+			if r != nil {
+				return &rawResult{raw: forClient(r, version)}, nil
+			}
+			return res, nil
+		}
+		if round >= maxInputRounds {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream asked for input %d times in a row", round)}
+		}
+		answers, err := askClient(ctx, ss, inputs)
+		if err != nil {
+			return nil, err
+		}
+		setInputResponses(p, answers, state)
+		raw = withInputResponses(raw, answers, state)
+	}
+}
+
+// maxInputRounds bounds the rounds of input an upstream may ask for in one
+// request, as the go-sdk's client does.
+const maxInputRounds = 10
+
+// send makes one upstream request with raw params (nil: the typed ones),
+// bounded by CallTimeout, and returns its result, typed and as it came
+// (nil when unknown).
+func send[R mcp.Result](ctx context.Context, g *Gateway, raw json.RawMessage, call func(context.Context) (R, error)) (R, json.RawMessage, error) {
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	cctx, slot := withSlot(cctx, raw)
-	res, err := call(sess, cctx, p)
+	res, err := call(cctx)
 	switch {
 	case err != nil && cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream did not answer within %s (callTimeout); the request was cancelled", g.timeout)}
+		return res, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("the upstream did not answer within %s (callTimeout); the request was cancelled", g.timeout)}
 	case err != nil:
-		return nil, unwrapRPC(err)
+		return res, nil, unwrapRPC(err)
 	}
-	if r := slot.get(); r != nil && g.sameProtocol(req, sess) {
-		return &rawResult{raw: r}, nil
+	r := slot.get()
+	if r != nil {
+		g.raws.keep(res, r)
+	} else {
+		// On protocol 2026-07-28 the go-sdk's client answers a list or a
+		// read from its cache while the upstream's time to live lasts:
+		// the same result it was sent, whose JSON the gateway kept.
+		r = g.raws.of(res)
 	}
-	return res, nil
+	return res, r, nil
 }
 
 // upstream is the connection to the upstream server, started again after
@@ -464,6 +607,7 @@ type upstream struct {
 	connected func()      // told of every new session, when set
 	client    *mcp.Client // made with caps
 	caps      clientCaps
+	version   string // the protocol version to ask for ("": the newest)
 	sess      *mcp.ClientSession
 	inUse     int  // acquired and not released
 	served    bool // sess has served a client's request
@@ -517,7 +661,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
-	sess, err := u.client.Connect(cctx, t, nil)
+	sess, err := u.client.Connect(cctx, t, &mcp.ClientSessionOptions{ProtocolVersion: u.version})
 	if err != nil {
 		return nil, fmt.Errorf("mcpgateway: connecting to the upstream: %w", err)
 	}

@@ -288,6 +288,12 @@ func (s *setup) raw(t *testing.T, environ []string, extra ...string) *rawClient 
 	if cmd.Env == nil {
 		cmd.Env = env(t)
 	}
+	return rawCommand(t, cmd)
+}
+
+// rawCommand starts cmd, an MCP server over stdio, with raw pipes.
+func rawCommand(t *testing.T, cmd *exec.Cmd) *rawClient {
+	t.Helper()
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,11 +26,14 @@ import (
 // argument's required: false, a completion's hasMore: false) and add what
 // the client did not send (ttlMs, cacheScope, default annotation hints),
 // so a forwarded request carries the client's own params, and its answer
-// is the upstream's own result, byte for byte, whenever the client and
-// the upstream speak the same protocol version (otherwise the typed form
-// is the translation). The raw JSON travels beside the typed values: the
-// client's params in the request's RequestExtra, the upstream's result in
-// a rawSlot the upstream connection fills.
+// is the upstream's own result, byte for byte, whatever protocol version
+// each side speaks. Only what belongs to a session is the session's: the
+// protocol entries of a request's _meta (2026-07-28) are those of the
+// gateway's session with the upstream, and a client before 2026-07-28 gets
+// no resultType. The gateway also speaks to the upstream the client's
+// version where it can (Gateway.adoptCaps). The raw JSON travels beside
+// the typed values: the client's params in the request's RequestExtra, the
+// upstream's result in a rawSlot the upstream connection fills.
 
 // rawSlot is one upstream request's raw JSON: the params to send in place
 // of the typed ones, and the result as it came back.
@@ -93,7 +98,7 @@ func (c *rawConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		if s := slotOf(ctx); s != nil {
 			if s.params != nil {
 				cp := *req
-				cp.Params = s.params
+				cp.Params = withSessionMeta(s.params, req.Params)
 				msg = &cp
 			}
 			c.mu.Lock()
@@ -150,7 +155,7 @@ func (t rawRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 		return t.next.RoundTrip(r)
 	}
 	if s.params != nil {
-		msg["params"] = s.params
+		msg["params"] = withSessionMeta(s.params, msg["params"])
 		if b, err := json.Marshal(msg); err == nil {
 			body = b
 		}
@@ -310,19 +315,6 @@ func withRawParams(next http.Handler, limit int) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// sameProtocol reports whether a client's session and the upstream's
-// speak the same protocol version, one in which a result's form does not
-// depend on the request (before 2026-07-28): then what one sends, the
-// other reads.
-func (g *Gateway) sameProtocol(req mcp.Request, up *mcp.ClientSession) bool {
-	ss, ok := req.GetSession().(*mcp.ServerSession)
-	if !ok || ss == nil || up == nil {
-		return false
-	}
-	ip, ir := ss.InitializeParams(), up.InitializeResult()
-	return ip != nil && ir != nil && ip.ProtocolVersion == ir.ProtocolVersion && ir.ProtocolVersion < "2026-07-28"
 }
 
 // progress routes the upstream's progress notifications to the clients
@@ -601,21 +593,28 @@ func (g *Gateway) adoptCaps(ss *mcp.ServerSession) error {
 	if ip == nil || ip.Capabilities == nil {
 		return nil
 	}
-	return g.up.adopt(clientCaps{Sampling: ip.Capabilities.Sampling, Elicitation: ip.Capabilities.Elicitation, Roots: ip.Capabilities.RootsV2})
+	return g.up.adopt(clientCaps{Sampling: ip.Capabilities.Sampling, Elicitation: ip.Capabilities.Elicitation, Roots: ip.Capabilities.RootsV2}, ip.ProtocolVersion)
 }
 
 // adopt makes the next session tell the upstream the union of its
-// capabilities and c, closing the current one, when that adds to them and
-// the session has served no client and is not in use.
-func (u *upstream) adopt(c clientCaps) error {
+// capabilities and c, and speak the client's protocol version, closing
+// the current one, when that adds to them or changes the version, and the
+// session has served no client and is not in use. Speaking the client's
+// version, the upstream answers what it would answer the client.
+func (u *upstream) adopt(c clientCaps, version string) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	next := u.caps.union(c)
-	if reflect.DeepEqual(next, u.caps) {
+	newVersion := version != "" && version != u.version && u.sess != nil && u.sess.InitializeResult() != nil &&
+		u.sess.InitializeResult().ProtocolVersion != version
+	if reflect.DeepEqual(next, u.caps) && !newVersion {
 		return nil
 	}
 	if u.inUse > 0 || u.served {
 		return errors.New("mcpgateway: the upstream has served a client's request since it started")
+	}
+	if newVersion {
+		u.version = version
 	}
 	u.caps = next
 	u.client = u.newClient(next)
@@ -626,4 +625,238 @@ func (u *upstream) adopt(c clientCaps) error {
 		_ = sess.Close()
 	}
 	return nil
+}
+
+// rawCache keeps the JSON of the upstream's cacheable results (lists, a
+// resource read) by the typed result the go-sdk's client made of it, which
+// its cache hands out again.
+type rawCache struct {
+	mu sync.Mutex
+	m  map[mcp.Result]json.RawMessage
+}
+
+// maxRawCache bounds the results kept; the oldest go when it is reached
+// (all of them: the go-sdk's client re-fetches what expired).
+const maxRawCache = 256
+
+func cacheable(res mcp.Result) bool {
+	switch res.(type) {
+	case *mcp.ListToolsResult, *mcp.ListPromptsResult, *mcp.ListResourcesResult, *mcp.ListResourceTemplatesResult, *mcp.ReadResourceResult:
+		return true
+	}
+	return false
+}
+
+func (c *rawCache) keep(res mcp.Result, raw json.RawMessage) {
+	if !cacheable(res) || reflect.ValueOf(res).IsNil() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxRawCache {
+		c.m = map[mcp.Result]json.RawMessage{}
+	}
+	c.m[res] = raw
+}
+
+func (c *rawCache) of(res mcp.Result) json.RawMessage {
+	if !cacheable(res) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[res]
+}
+
+// newProtocol reports whether a protocol version is one of multi-round-trip
+// requests (2026-07-28 and later): a server asks its client for input
+// (sampling, elicitation, roots) in a result, never in a request of its
+// own, and the client repeats its request with the answers.
+func newProtocol(version string) bool { return version >= "2026-07-28" }
+
+// clientVersion is the protocol version of a client's session.
+func clientVersion(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return ""
+	}
+	if ip := ss.InitializeParams(); ip != nil {
+		return ip.ProtocolVersion
+	}
+	return ""
+}
+
+// protocolMeta are the _meta entries by which a request of protocol
+// 2026-07-28 carries its session (version, client, capabilities): the
+// upstream is told those of the gateway's own session with it.
+var protocolMeta = []string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities, mcp.MetaKeyLogLevel}
+
+// withoutProtocolMeta returns meta without the client's protocol entries.
+func withoutProtocolMeta(meta mcp.Meta) mcp.Meta {
+	if meta == nil {
+		return nil
+	}
+	var out mcp.Meta
+	for k, v := range meta {
+		if slices.Contains(protocolMeta, k) {
+			continue
+		}
+		if out == nil {
+			out = mcp.Meta{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// withSessionMeta returns a client's raw params with the protocol entries
+// of _meta taken from typed, the params the gateway's session with the
+// upstream made: the client's own session is not the upstream's.
+func withSessionMeta(raw, typed json.RawMessage) json.RawMessage {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(raw, &p) != nil || p == nil {
+		return raw
+	}
+	var meta, tm map[string]json.RawMessage
+	_ = json.Unmarshal(p["_meta"], &meta)
+	var t struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	_ = json.Unmarshal(typed, &t)
+	tm = t.Meta
+	changed := false
+	for _, k := range protocolMeta {
+		if _, ok := meta[k]; ok {
+			delete(meta, k)
+			changed = true
+		}
+		if v, ok := tm[k]; ok {
+			if meta == nil {
+				meta = map[string]json.RawMessage{}
+			}
+			meta[k] = v
+			changed = true
+		}
+	}
+	if !changed {
+		return raw
+	}
+	if len(meta) == 0 {
+		delete(p, "_meta")
+	} else {
+		p["_meta"], _ = json.Marshal(meta)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// forClient returns an upstream's raw result for a client on protocol
+// version: a client before 2026-07-28 gets no resultType, which such an
+// upstream sets only for a client of that protocol.
+func forClient(raw json.RawMessage, version string) json.RawMessage {
+	if newProtocol(version) || !bytes.Contains(raw, []byte(`"resultType"`)) {
+		return raw
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	if _, ok := m["resultType"]; !ok {
+		return raw
+	}
+	delete(m, "resultType")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return b
+}
+
+// needsInput returns the input an upstream's result asks for.
+func needsInput(res mcp.Result) (mcp.InputRequestMap, string, bool) {
+	switch r := res.(type) {
+	case *mcp.CallToolResult:
+		if r != nil && r.NeedsInput() {
+			return r.InputRequests, r.RequestState, true
+		}
+	case *mcp.GetPromptResult:
+		if r != nil && r.NeedsInput() {
+			return r.InputRequests, r.RequestState, true
+		}
+	case *mcp.ReadResourceResult:
+		if r != nil && r.NeedsInput() {
+			return r.InputRequests, r.RequestState, true
+		}
+	}
+	return nil, "", false
+}
+
+// setInputResponses sets the answers and state of the next round of a
+// request.
+func setInputResponses(p mcp.Params, answers mcp.InputResponseMap, state string) {
+	switch q := p.(type) {
+	case *mcp.CallToolParams:
+		q.InputResponses, q.RequestState = answers, state
+	case *mcp.GetPromptParams:
+		q.InputResponses, q.RequestState = answers, state
+	case *mcp.ReadResourceParams:
+		q.InputResponses, q.RequestState = answers, state
+	}
+}
+
+// withInputResponses is setInputResponses for raw params.
+func withInputResponses(raw json.RawMessage, answers mcp.InputResponseMap, state string) json.RawMessage {
+	var p map[string]json.RawMessage
+	if raw == nil || json.Unmarshal(raw, &p) != nil || p == nil {
+		return nil // the typed params carry them
+	}
+	a, err := json.Marshal(answers)
+	if err != nil {
+		return nil
+	}
+	p["inputResponses"] = a
+	delete(p, "requestState")
+	if state != "" {
+		p["requestState"], _ = json.Marshal(state)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// askClient asks a client on a protocol before 2026-07-28 for the input an
+// upstream's result asks for, with a request per input, as an upstream of
+// that protocol would have.
+func askClient(ctx context.Context, ss *mcp.ServerSession, inputs mcp.InputRequestMap) (mcp.InputResponseMap, error) {
+	if ss == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the upstream asked for input, and there is no client to ask"}
+	}
+	answers := make(mcp.InputResponseMap, len(inputs))
+	for _, id := range slices.Sorted(maps.Keys(inputs)) {
+		var (
+			res mcp.InputResponse
+			err error
+		)
+		switch q := inputs[id].(type) {
+		case *mcp.CreateMessageParams:
+			res, err = ss.CreateMessage(ctx, q)
+		case *mcp.CreateMessageWithToolsParams:
+			res, err = ss.CreateMessageWithTools(ctx, q)
+		case *mcp.ElicitParams:
+			res, err = ss.Elicit(ctx, q)
+		case *mcp.ListRootsParams:
+			res, err = ss.ListRoots(ctx, q)
+		default:
+			err = fmt.Errorf("an input of type %T", q)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mcpgateway: asking the client for the upstream's input %q: %w", id, unwrapRPC(err))
+		}
+		answers[id] = res
+	}
+	return answers, nil
 }

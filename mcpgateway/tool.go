@@ -412,7 +412,24 @@ func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.C
 		_, meta, end := g.withProgress(uc.ctx, uc.req, nil, meta)
 		defer end()
 		cctx, _ = withSlot(cctx, nil) // an HTTP upstream's answer stream is read for progress
-		res, err := sess.CallTool(cctx, &mcp.CallToolParams{Meta: meta, Name: t.name, Arguments: args})
+		params := &mcp.CallToolParams{Meta: withoutProtocolMeta(meta), Name: t.name, Arguments: args}
+		res, err := sess.CallTool(cctx, params)
+		for round := 1; err == nil && res.NeedsInput(); round++ {
+			// The upstream asks for input (2026-07-28) before it answers:
+			// a client on an earlier protocol is asked with requests; one
+			// on that protocol would answer by calling again, which the
+			// executor would take for a repeat of the action.
+			ss := uc.req.Session
+			if newProtocol(clientVersion(ss)) || round >= maxInputRounds {
+				return client.Effect{}, client.Definite(fmt.Errorf("mcpgateway: %s asked for input (sampling, elicitation or roots) before acting, which the gateway relays for a configured tool only to a client on a protocol before 2026-07-28", t.name))
+			}
+			answers, aerr := askClient(uc.ctx, ss, res.InputRequests)
+			if aerr != nil {
+				return client.Effect{}, client.Definite(aerr)
+			}
+			params.InputResponses, params.RequestState = answers, res.RequestState
+			res, err = sess.CallTool(cctx, params)
+		}
 		if err != nil {
 			uc.err = t.classify(err)
 			return client.Effect{}, uc.err
@@ -566,8 +583,17 @@ func (g *Gateway) answer(t *guarded, uc *upCall, res client.Result) *mcp.CallToo
 			meta[OutcomeMeta], meta[KeyMeta] = outcome.String(), res.Key
 			return out
 		}
-		if outcome == client.Uncertain && uc.err != nil {
-			text += " (" + clip(uc.err.Error(), 500) + ".)"
+		if outcome == client.Uncertain {
+			// This call's own upstream error, or, for a repeat that did not
+			// call the upstream, the cause the record keeps: the upstream's
+			// words of the call that left it uncertain.
+			cause := uc.err
+			if cause == nil {
+				cause = res.Err
+			}
+			if cause != nil {
+				text += " (" + strings.TrimSuffix(clip(cause.Error(), 500), ".") + ".)"
+			}
 		}
 		out.Content = textContent(text)
 		return out

@@ -214,6 +214,68 @@ func upstreamMain(dir string) int {
 			return &mcp.CallToolResult{Content: text("refund retired")}, nil, nil
 		})
 
+	// A prompt and a resource, so that the upstream offers those lists,
+	// and evolve, which changes all three lists: transfer's amount becomes
+	// a number (a new version of the tool), a prompt and a resource are
+	// added.
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "a greeting"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello"}}}}, nil
+	})
+	note := func(uri string) mcp.ResourceHandler {
+		return func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, Text: "a note"}}}, nil
+		}
+	}
+	s.AddResource(&mcp.Resource{URI: "note://one", Name: "one"}, note("note://one"))
+	mcp.AddTool(s, &mcp.Tool{Name: "evolve", Description: "change the tools, prompts and resources offered"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			type transferV2 struct {
+				Account int     `json:"account"`
+				Amount  float64 `json:"amount" jsonschema:"the amount, as a number"`
+			}
+			mcp.AddTool(s, &mcp.Tool{Name: "transfer", Description: "transfer an amount to an account (v2)"},
+				func(_ context.Context, _ *mcp.CallToolRequest, a transferV2) (*mcp.CallToolResult, any, error) {
+					if err := record(dir, "transfer-v2 %d %v", a.Account, a.Amount); err != nil {
+						return nil, nil, err
+					}
+					return &mcp.CallToolResult{Content: text(fmt.Sprintf("transferred %v to account %d", a.Amount, a.Account))}, nil, nil
+				})
+			s.AddPrompt(&mcp.Prompt{Name: "farewell"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "bye"}}}}, nil
+			})
+			s.AddResource(&mcp.Resource{URI: "note://two", Name: "two"}, note("note://two"))
+			return &mcp.CallToolResult{Content: text("evolved")}, nil, nil
+		})
+
+	// ask asks the client's model (sampling) before it answers: on
+	// protocol 2026-07-28 in its result (multi-round-trip), on an earlier
+	// one with a request of its own (the go-sdk does that for it).
+	type ask struct {
+		Question string `json:"question"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "ask the client's model"},
+		func(_ context.Context, req *mcp.CallToolRequest, a ask) (*mcp.CallToolResult, any, error) {
+			answer, ok := req.Params.InputResponses["q"]
+			if !ok {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"q": &mcp.CreateMessageParams{
+					MaxTokens: 5, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: a.Question}}}}}}, nil, nil
+			}
+			var said string
+			switch r := answer.(type) {
+			case *mcp.CreateMessageResult:
+				if tc, ok := r.Content.(*mcp.TextContent); ok {
+					said = tc.Text
+				}
+			case *mcp.CreateMessageWithToolsResult:
+				for _, c := range r.Content {
+					if tc, ok := c.(*mcp.TextContent); ok {
+						said += tc.Text
+					}
+				}
+			}
+			return &mcp.CallToolResult{Content: text("the model said: " + said)}, nil, nil
+		})
+
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -289,9 +289,11 @@ func BenchmarkReplayPaired(b *testing.B) {
 
 // BenchmarkReadFirstPaired prices the replay read (Config.ReadFirst) for
 // fresh actions: the raw floor, a Claim+Complete of a new key on a Store
-// with the default ReadFirstSeen (no read: the key was never seen), and
-// one on a Store with ReadFirstAlways (a GetItem first), in turn in every
-// iteration, with their ratios to the floor.
+// with the default ReadFirstSeen in a run that has acted in it (no read:
+// the key was never seen), the same as the first action of a new run (a
+// GetItem first: the run may be resumed), and one on a Store with
+// ReadFirstAlways (a GetItem first), in turn in every iteration, with
+// their ratios to the floor.
 func BenchmarkReadFirstPaired(b *testing.B) {
 	api := newClient(dynalitetest.Endpoint(b), nil)
 	table := dynalitetest.NewTable(b, api)
@@ -305,7 +307,11 @@ func BenchmarkReadFirstPaired(b *testing.B) {
 	}
 	fresh := func(store *ledgerdynamo.Store, prefix string, i int) {
 		now := time.Now()
-		p := ledger.ClaimParams{Key: hex64(prefix, i), Tool: "send_reply", RunID: "run-" + run, Owner: hex64("o"+prefix, i)[:32],
+		runID := "run-" + run
+		if prefix == "n" {
+			runID += "-" + strconv.Itoa(i) // a new run each time
+		}
+		p := ledger.ClaimParams{Key: hex64(prefix, i), Tool: "send_reply", RunID: runID, Owner: hex64("o"+prefix, i)[:32],
 			LeaseUntil: now.Add(time.Minute), Fingerprint: hex64("f", 0), ExpiresAt: now.Add(time.Hour)}
 		if res, err := store.Claim(ctx, p); err != nil || !res.Claimed {
 			b.Fatalf("Claim = %+v, %v", res, err)
@@ -314,7 +320,8 @@ func BenchmarkReadFirstPaired(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var raw, se, al time.Duration
+	fresh(seen, "s", -1) // the run acts in the Store
+	var raw, se, nr, al time.Duration
 	for i := range b.N {
 		t0 := time.Now()
 		if err := rawClaimComplete(ctx, api, table, "raw-"+run+"-"+strconv.Itoa(i)); err != nil {
@@ -323,15 +330,19 @@ func BenchmarkReadFirstPaired(b *testing.B) {
 		t1 := time.Now()
 		fresh(seen, "s", i)
 		t2 := time.Now()
-		fresh(always, "a", i)
+		fresh(seen, "n", i)
 		t3 := time.Now()
-		raw, se, al = raw+t1.Sub(t0), se+t2.Sub(t1), al+t3.Sub(t2)
+		fresh(always, "a", i)
+		t4 := time.Now()
+		raw, se, nr, al = raw+t1.Sub(t0), se+t2.Sub(t1), nr+t3.Sub(t2), al+t4.Sub(t3)
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(raw)/n, "raw-ns/op")
 	b.ReportMetric(float64(se)/n, "seen-ns/op")
+	b.ReportMetric(float64(nr)/n, "seen-new-run-ns/op")
 	b.ReportMetric(float64(al)/n, "always-ns/op")
 	b.ReportMetric(float64(se)/float64(raw), "seen/raw")
+	b.ReportMetric(float64(nr)/float64(raw), "seen-new-run/raw")
 	b.ReportMetric(float64(al)/float64(raw), "always/raw")
 }
 

@@ -38,8 +38,10 @@
 // wraps ledger.ErrUnavailable. Its retries share a budget per Store
 // (Config.RetryQuota, the SDK standard retryer's token bucket), so that a
 // throttled table is not sent every request five times. A claim of a key
-// the Store has seen done reads it first (Config.ReadFirst), so that a
-// replay is billed as a read, not as a write of the stored record.
+// the Store has seen done, or of a run that has not claimed a new key in
+// the Store (a run resumed by another process), reads it first
+// (Config.ReadFirst), so that a replay is billed as a read, not as a write
+// of the stored record.
 //
 // README.md beside this file has the table's attributes, the layouts, how
 // each write works and why, the rates at scale, the IAM policies and how

@@ -57,7 +57,7 @@ func TestRequestsOnTheWire(t *testing.T) {
 	if err := store.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "ok"}); err != nil {
 		t.Fatal(err)
 	}
-	want("Claim+Complete of a fresh key", map[string]int{"UpdateItem": 2})
+	want("Claim+Complete of a fresh key, the first of its run", map[string]int{"GetItem": 1, "UpdateItem": 2})
 
 	// The Store has seen the key done (ReadFirstSeen): its replay is one
 	// eventually consistent read.
@@ -66,14 +66,25 @@ func TestRequestsOnTheWire(t *testing.T) {
 	}
 	want("Claim of a done key seen done", map[string]int{"GetItem": 1})
 
-	// A Store that has not seen it (another process) claims; dynalite does
-	// not return the old item with a failed condition: one GetItem more
-	// (TestClaimBlockedByReturnedItem: 1 request where it does).
+	// A Store that has not seen it, nor acted in its run (another process
+	// that resumes the run), reads first too.
 	other := ledgerdynamo.New(api, table, &ledgerdynamo.Config{Clock: clock})
 	if res, err := other.Claim(ctx, params(p.Key, "owner-c")); err != nil || res.Claimed || res.Previous.State != ledger.StateDone {
 		t.Fatalf("Claim of a done key = %+v, %v", res, err)
 	}
-	want("Claim of a done key in another process", map[string]int{"UpdateItem": 1, "GetItem": 1})
+	want("Claim of a done key in another process", map[string]int{"GetItem": 1})
+
+	// One that acted anew in the run claims; dynalite does not return the
+	// old item with a failed condition: one GetItem more
+	// (TestClaimBlockedByReturnedItem: 1 request where it does).
+	if res, err := other.Claim(ctx, params("k-new-in-other", "owner-c")); err != nil || !res.Claimed {
+		t.Fatalf("Claim of a new key = %+v, %v", res, err)
+	}
+	c.take()
+	if res, err := other.Claim(ctx, params(p.Key, "owner-d")); err != nil || res.Claimed || res.Previous.State != ledger.StateDone {
+		t.Fatalf("Claim of a done key = %+v, %v", res, err)
+	}
+	want("Claim of a done key in another process that acted anew", map[string]int{"UpdateItem": 1, "GetItem": 1})
 
 	// A failed record: the claim expecting no record fails, the record is
 	// read, and a second write takes it over (one request less where the

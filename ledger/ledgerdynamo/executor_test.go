@@ -48,9 +48,12 @@ func execute(t *testing.T, exec *client.Executor, call client.Call, want client.
 }
 
 // Requests on the wire for a call through the Executor: a fresh action
-// costs 2 (claim, record); a replay in the process that completed it 1,
-// an eventually consistent GetItem (ReadFirstSeen); a replay in another
-// process 1 where the server returns the blocking item with the failed
+// costs 2 (claim, record), and the first of its run in a Store one more,
+// an eventually consistent GetItem (ReadFirstSeen: the run may be resumed
+// by another process, replaying what it did); a replay 1, that GetItem,
+// both in the process that completed it and in another that resumes the
+// run. A replay in another process that acted anew in the run claims: 1
+// request where the server returns the blocking item with the failed
 // condition and 2 where it does not (dynalite).
 func TestExecutorRequests(t *testing.T) {
 	t.Parallel()
@@ -70,33 +73,40 @@ func TestExecutorRequests(t *testing.T) {
 		c.take()
 
 		execute(t, exec, reply(42, "first reply"), client.Executed)
+		want(t, c, "fresh action, the first of its run", map[string]int{"GetItem": 1, "UpdateItem": 2})
+		execute(t, exec, reply(43, "second reply"), client.Executed)
 		want(t, c, "fresh action", map[string]int{"UpdateItem": 2})
 		execute(t, exec, reply("42", "reworded reply"), client.AlreadyDone)
 		want(t, c, "replay", map[string]int{"GetItem": 1})
-		if n := runs.Load(); n != 1 {
-			t.Errorf("tool ran %d times, want 1", n)
+		if n := runs.Load(); n != 2 {
+			t.Errorf("tool ran %d times, want 2", n)
 		}
 
-		// Another process has not seen the action done: it claims.
+		// Another process resumes the run: its replays are reads.
 		other, otherRuns := newExecutor(t, ledgerdynamo.New(api, table, nil))
 		execute(t, other, reply("42", "reworded reply"), client.AlreadyDone)
-		want(t, c, "replay in another process", map[string]int{"UpdateItem": 1, "GetItem": 1})
-		if n := otherRuns.Load(); n != 0 {
-			t.Errorf("tool ran %d times in the other process, want 0", n)
+		want(t, c, "replay in another process", map[string]int{"GetItem": 1})
+		// Once it acted anew in the run, a replay it has not seen claims.
+		execute(t, other, reply(44, "third reply"), client.Executed)
+		want(t, c, "fresh action in another process", map[string]int{"GetItem": 1, "UpdateItem": 2})
+		execute(t, other, reply("43", "reworded reply"), client.AlreadyDone)
+		want(t, c, "replay in another process that acted anew", map[string]int{"UpdateItem": 1, "GetItem": 1})
+		if n := otherRuns.Load(); n != 1 {
+			t.Errorf("tool ran %d times in the other process, want 1", n)
 		}
 	})
 
 	t.Run("old item returned", func(t *testing.T) {
 		t.Parallel()
-		store, c, si := newStandIn(t, nil, ok, ok)
+		store, c, si := newStandInWith(t, func(cfg *ledgerdynamo.Config) { cfg.ReadFirst = ledgerdynamo.ReadFirstSeen }, nil, ok, ok)
 		exec, runs := newExecutor(t, store)
 
 		execute(t, exec, reply(42, "first reply"), client.Executed)
-		want(t, c, "fresh action", map[string]int{"UpdateItem": 2})
+		want(t, c, "fresh action, the first of its run", map[string]int{"GetItem": 1, "UpdateItem": 2})
 
 		// The server now holds the done record the first call wrote, and
 		// returns it with the failed condition of the next claim.
-		claim := si.bodies()[0]
+		claim := si.bodies()[1]
 		values := claim["ExpressionAttributeValues"].(map[string]any)
 		p := params(claim["Key"].(map[string]any)["pk"].(map[string]any)["S"].(string), "owner-a")
 		p.Fingerprint = values[":fp"].(map[string]any)["S"].(string)
@@ -111,7 +121,7 @@ func TestExecutorRequests(t *testing.T) {
 		// eventually consistent reads suffice for a done record.
 		execute(t, exec, reply("42", "reworded reply"), client.AlreadyDone)
 		want(t, c, "replay", map[string]int{"GetItem": 1})
-		if get := si.bodies()[2]; get["ConsistentRead"] == true {
+		if get := si.bodies()[3]; get["ConsistentRead"] == true {
 			t.Errorf("replay read %v is consistent, want eventually consistent", get)
 		}
 		if n := runs.Load(); n != 1 {

@@ -152,8 +152,9 @@ func TestLayoutsShareTable(t *testing.T) {
 }
 
 // The requests of a call through the Executor are those of the default
-// layout on every layout: fresh 2, a replay in the process that completed
-// the action 1 (an eventually consistent GetItem, ReadFirstSeen; see
+// layout on every layout: fresh 2, plus an eventually consistent GetItem
+// for the first claim of a run in the Store (ReadFirstSeen), a replay in
+// the process that completed the action 1 (that GetItem; see
 // TestExecutorRequests for other processes).
 func TestExecutorRequestsLayouts(t *testing.T) {
 	t.Parallel()
@@ -170,7 +171,7 @@ func TestExecutorRequestsLayouts(t *testing.T) {
 				out  client.Outcome
 				want map[string]int
 			}{
-				{reply(42, "first reply"), client.Executed, map[string]int{"UpdateItem": 2}},
+				{reply(42, "first reply"), client.Executed, map[string]int{"GetItem": 1, "UpdateItem": 2}},
 				{reply("42", "reworded reply"), client.AlreadyDone, map[string]int{"GetItem": 1}},
 			} {
 				execute(t, exec, step.call, step.out)
@@ -243,7 +244,7 @@ func TestExpressionsUsePlaceholders(t *testing.T) {
 			t.Parallel()
 			layout := ledgerdynamo.Layout{Attributes: attrs, PartitionKeyValue: "P", SortKey: "SK", KeyPrefix: "X#", Shards: tc.shards}
 			rec := &recorder{}
-			s := ledgerdynamo.New(rec, "t", &ledgerdynamo.Config{Layout: layout})
+			s := ledgerdynamo.New(rec, "t", &ledgerdynamo.Config{Layout: layout, ReadFirst: ledgerdynamo.ReadFirstNever})
 			ctx := context.Background()
 			now := time.Now()
 			if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k", Owner: "o", LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil {

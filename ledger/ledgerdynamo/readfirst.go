@@ -20,17 +20,24 @@ import (
 // final (done changes only by expiring, which the Store checks with its
 // clock), so a Claim may answer from it; any other record, or none, goes
 // to the conditional write, which alone decides a claim. For a new key
-// the read is one more round trip and half a read unit, for nothing.
+// the read is one more round trip and half a read unit, for nothing: the
+// default reads first only where a replay is likely.
 type ReadFirst int
 
 const (
 	// ReadFirstSeen (the default) reads first when this Store has seen
-	// the key done: it completed it, or a claim or read found it done.
-	// It remembers the last 4,096 such keys. A new key costs what it did
-	// without reading; so does the first replay in another process (a
-	// Lambda instance that never saw the key). Where replays across
-	// processes are common, ReadFirstAlways pays once the replays are
-	// more than about one claim in twenty (README: Sizing and cost).
+	// the key done (it completed it, or a claim or read found it done),
+	// and for the claims of a run until one of them claims a new key in
+	// this Store. A run resumed by another process (a restart, a Lambda
+	// instance that never saw it) replays its done actions before it acts
+	// anew, so each such replay is a read; once the run acts anew here,
+	// its later claims are new keys or keys this Store saw done. A new
+	// key costs what it did without reading, except the first claim of
+	// each run in a Store (one GetItem more). It remembers the last 4,096
+	// keys and runs of each kind. A replay still claims (a write) when
+	// another process completed the key after this Store acted anew in
+	// the run (two processes serving one run at once); ReadFirstAlways
+	// reads first on every claim.
 	ReadFirstSeen ReadFirst = iota
 	// ReadFirstAlways reads first on every claim: every replay is a read,
 	// and every new key costs one more request and half a read unit.
@@ -40,11 +47,11 @@ const (
 	ReadFirstNever
 )
 
-// seenKeys bounds the keys ReadFirstSeen remembers.
+// seenKeys bounds the keys, and the runs, ReadFirstSeen remembers.
 const seenKeys = 4096
 
-// newSeen returns the set of keys seen done, or nil when the mode needs
-// none.
+// newSeen returns a set of keys (or runs) for ReadFirstSeen, or nil when
+// the mode needs none.
 func newSeen(mode ReadFirst) *lru.Cache[string, struct{}] {
 	if mode != ReadFirstSeen {
 		return nil
@@ -56,15 +63,23 @@ func newSeen(mode ReadFirst) *lru.Cache[string, struct{}] {
 	return c
 }
 
-// readsFirst reports whether a claim of key reads the record first.
-func (s *Store) readsFirst(key string) bool {
+// readsFirst reports whether a claim reads the record first.
+func (s *Store) readsFirst(p ledger.ClaimParams) bool {
 	switch s.cfg.ReadFirst {
 	case ReadFirstAlways:
 		return true
 	case ReadFirstSeen:
-		return s.seen.Contains(key)
+		return s.seen.Contains(p.Key) || !s.acting.Contains(p.RunID)
 	}
 	return false
+}
+
+// actedAnew remembers that a claim of run took a new key (ReadFirstSeen):
+// the run is past its replays in this Store.
+func (s *Store) actedAnew(run string) {
+	if s.acting != nil {
+		s.acting.Add(run, struct{}{})
+	}
 }
 
 // sawDone remembers that key was found done (ReadFirstSeen).

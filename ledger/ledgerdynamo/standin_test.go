@@ -114,6 +114,8 @@ func newStandInWith(t *testing.T, tune func(*ledgerdynamo.Config), getItem map[s
 		MaxAttempts:    3,
 		InitialBackoff: time.Millisecond,
 		MaxBackoff:     2 * time.Millisecond,
+		// The claim's write path alone; tests of the read first set it.
+		ReadFirst: ledgerdynamo.ReadFirstNever,
 	}
 	if tune != nil {
 		tune(cfg)

@@ -121,6 +121,9 @@ type Store struct {
 	lay   layout
 	err   error                        // the layout is invalid: every method returns it
 	seen  *lru.Cache[string, struct{}] // keys seen done (ReadFirstSeen), else nil
+	// acting are the runs that claimed a new key in this Store
+	// (ReadFirstSeen), else nil.
+	acting *lru.Cache[string, struct{}]
 }
 
 var (
@@ -137,6 +140,7 @@ var (
 func New(api API, table string, cfg *Config) *Store {
 	s := &Store{api: api, table: table, cfg: cfg.withDefaults()}
 	s.seen = newSeen(s.cfg.ReadFirst)
+	s.acting = newSeen(s.cfg.ReadFirst)
 	s.lay, s.err = s.cfg.Layout.resolve()
 	return s
 }
@@ -167,7 +171,8 @@ const (
 
 // Claim claims the key with one conditional UpdateItem that expects no
 // record. When Config.ReadFirst says so (by default, for a key this Store
-// has seen done), an eventually consistent GetItem comes first, and a
+// has seen done, and for a run that has claimed no new key in it), an
+// eventually consistent GetItem comes first, and a
 // done, unexpired record it finds answers the claim: a replay is then a
 // read, not a write billed at the record's size. When the condition fails, the blocking record comes from the
 // error (ALL_OLD) or, if the server did not return it, from one consistent
@@ -182,7 +187,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	if err := p.Validate(); err != nil {
 		return ledger.ClaimResult{}, err
 	}
-	if s.readsFirst(p.Key) {
+	if s.readsFirst(p) {
 		if res, ok := s.replay(ctx, p); ok {
 			return res, nil
 		}
@@ -222,6 +227,9 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 			return ledger.ClaimResult{}, err
 		}
 		res := ledger.ClaimResult{Claimed: true, Attempt: 1}
+		if mode == claimAbsent || mode == claimExpired {
+			s.actedAnew(p.RunID)
+		}
 		if (mode == claimOver || mode == claimFailed) && len(out.Attributes) > 0 {
 			prev, err := s.lay.decode(out.Attributes)
 			if err != nil {

@@ -92,8 +92,9 @@ func (r *unitRecorder) take() (wu int, ru float64, ops map[string]int) {
 // A replay of a done DynamoDB record consumes no write unit. The
 // acceptance test of the replay read (Config.ReadFirst), on dynalite
 // through a recording API: for results of 1, 64 and 256 KiB, a replay in
-// the Store that completed the action (ReadFirstSeen, the default) and in
-// a Store set to ReadFirstAlways is one eventually consistent GetItem
+// the Store that completed the action (ReadFirstSeen, the default), in
+// another Store with the default that resumes the run (another process),
+// and in a Store set to ReadFirstAlways is one eventually consistent GetItem
 // (0.5, 8.5 and 32.5 read units), and no UpdateItem; a Store set to
 // ReadFirstNever pays the failed conditional write at the record's size
 // (2, 65 and 257 write units), as every replay did before. A done record
@@ -137,6 +138,10 @@ func TestReplayConsumesNoWriteUnit(t *testing.T) {
 				ru    float64
 			}{
 				{"seen (default)", store, 0, tc.read},
+				// A Store that never saw the key, nor acted in its run: a
+				// process that resumes the run (before: the conditional
+				// write, 2, 65 or 257 write units).
+				{"another process (default)", ledgerdynamo.New(rec, table, &ledgerdynamo.Config{Clock: clk}), 0, tc.read},
 				{"always", ledgerdynamo.New(rec, table, &ledgerdynamo.Config{Clock: clk, ReadFirst: ledgerdynamo.ReadFirstAlways}), 0, tc.read},
 				// dynalite returns no item with the failed condition: the
 				// consistent GetItem after it is 1 RU per 4 KB.

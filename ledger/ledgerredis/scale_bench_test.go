@@ -3,6 +3,7 @@ package ledgerredis_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,8 @@ func slowlog(b *testing.B, rc *redis.Client) func() map[string]scriptTimes {
 		b.Fatal(err)
 	}
 	names := ledgerredis.ScriptNames()
+	names[noopScript.Hash()] = "noop"
+	names[probeScript.Hash()] = "probe"
 	return func() map[string]scriptTimes {
 		logs, err := rc.SlowLogGet(ctx, -1).Result()
 		if err != nil {
@@ -72,6 +75,13 @@ func slowlog(b *testing.B, rc *redis.Client) func() map[string]scriptTimes {
 				name = "other"
 			}
 			t := times[name]
+			if f := os.Getenv("IDEMKIT_BENCH_SLOWLOG"); l.Duration > 5*time.Millisecond && f != "" {
+				// The slow runs, for a look at when they came.
+				if w, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+					fmt.Fprintf(w, "%s %s %d\n", l.Time.Format("15:04:05"), name, l.Duration.Microseconds())
+					_ = w.Close()
+				}
+			}
 			t.longest = max(t.longest, l.Duration)
 			if l.Duration > 5*time.Millisecond {
 				t.over5ms++
@@ -79,6 +89,36 @@ func slowlog(b *testing.B, rc *redis.Client) func() map[string]scriptTimes {
 			times[name] = t
 		}
 		return times
+	}
+}
+
+// noopScript is the floor of a script's time on the server: it does
+// nothing, so whatever SLOWLOG records of it is the machine's (the server
+// descheduled, its event loop's own work), not a script's.
+var noopScript = redis.NewScript(`return 1`)
+
+// probeScript is noopScript by another name (its own SHA), run beside
+// Purge.
+var probeScript = redis.NewScript(`return 2`)
+
+// noopFloor runs noopScript n times, pipelined in pages of 256 as Purge's
+// scripts are.
+func noopFloor(b *testing.B, rc *redis.Client, n int) {
+	ctx := context.Background()
+	if err := noopScript.Load(ctx, rc).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for n > 0 {
+		page := min(n, 256)
+		n -= page
+		if _, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for range page {
+				noopScript.EvalSha(ctx, p, nil)
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 
@@ -102,7 +142,12 @@ type scriptTimes struct {
 // write-scripts>5ms how many took longer than 5 ms; the purge-script
 // metrics are the same for Purge's scripts. On a loaded machine the
 // server is now and then descheduled in the middle of a script, which
-// SLOWLOG counts: compare the counts with the number of runs.
+// SLOWLOG counts: compare the counts with the number of runs, and with
+// the floors in the same run: noop-scripts (as many scripts that do
+// nothing as Purge ran, sent the same way after it) and probe-scripts (a
+// script that does nothing, every millisecond beside Purge). With
+// IDEMKIT_BENCH_SLOWLOG naming a file, each run over 5 ms is appended to
+// it (second, script, µs).
 func BenchmarkScriptsAt1M(b *testing.B) {
 	ctx := context.Background()
 	url := ownServer(b)
@@ -150,13 +195,37 @@ func BenchmarkScriptsAt1M(b *testing.B) {
 				purged = true
 				calls0, usec0 := evalStats(b, rc)
 				t := time.Now()
+				// A probe beside Purge: a script that does nothing, every
+				// millisecond, on a connection of its own. What SLOWLOG
+				// records of it in the same seconds as Purge's slow
+				// scripts is the machine's, not the scripts' work.
+				stop := make(chan struct{})
+				probed := make(chan struct{})
+				go func() {
+					defer close(probed)
+					tick := time.NewTicker(time.Millisecond)
+					defer tick.Stop()
+					for {
+						select {
+						case <-stop:
+							return
+						case <-tick.C:
+							_ = probeScript.Run(ctx, rc, nil).Err()
+						}
+					}
+				}()
 				n, err := pg.Purge(ctx, clk.Now())
+				close(stop)
+				<-probed
 				if err != nil {
 					b.Fatal(err)
 				}
 				calls, usec := evalStats(b, rc)
 				meanPurge = float64(usec-usec0) / float64(calls-calls0)
 				b.Logf("Purge deleted %d records in %v: %d scripts, %.1f µs each on average", n, time.Since(t), calls-calls0, meanPurge)
+				// The floor, in the same run: as many scripts that do
+				// nothing, sent the same way.
+				noopFloor(b, rc, int(calls-calls0))
 				b.StartTimer()
 			}
 			for name, t := range read() {
@@ -180,6 +249,10 @@ func BenchmarkScriptsAt1M(b *testing.B) {
 				b.ReportMetric(float64(steps.longest.Microseconds()), "max-purge-script-µs")
 				b.ReportMetric(float64(steps.over5ms), "purge-scripts>5ms")
 				b.ReportMetric(meanPurge, "mean-purge-script-µs")
+				b.ReportMetric(float64(longest["noop"].longest.Microseconds()), "max-noop-script-µs")
+				b.ReportMetric(float64(longest["noop"].over5ms), "noop-scripts>5ms")
+				b.ReportMetric(float64(longest["probe"].longest.Microseconds()), "max-probe-script-µs")
+				b.ReportMetric(float64(longest["probe"].over5ms), "probe-scripts>5ms")
 			}
 		})
 	}

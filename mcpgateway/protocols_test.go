@@ -1,0 +1,129 @@
+package mcpgateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/idemkit/idemkit/internal/tooling"
+)
+
+// The upstream's request for the client's model (sampling) reaches the
+// client whatever protocol it speaks: on 2026-07-28 the upstream asks in
+// its result (multi-round-trip) and the client, asked the same way, calls
+// again with the answer; on 2025-11-25 the upstream, spoken to in the
+// client's version, sends the request the gateway relays. Before, the
+// gateway's own client took the upstream's request for input, had no
+// model to ask, and the call failed ("client does not support
+// CreateMessage").
+func TestSamplingAcrossProtocols(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"", "2025-11-25"} {
+		name := version
+		if name == "" {
+			name = "latest"
+		}
+		t.Run("protocol="+name, func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, nil, nil)
+			cmd := exec.Command(idemBinary(t), s.args("--run-id", "sampling")...)
+			cmd.Env = env(t)
+			stderr := &tooling.Buffer{Max: 1 << 20}
+			cmd.Stderr = stderr
+			var asked []string
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test-client", Version: "1"}, &mcp.ClientOptions{
+				CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					if tc, ok := req.Params.Messages[0].Content.(*mcp.TextContent); ok {
+						asked = append(asked, tc.Text)
+					}
+					return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "forty-two"}}, nil
+				},
+			}).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatalf("connecting: %v\n%s", err, stderr)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			if version != "" && cs.InitializeResult().ProtocolVersion != version {
+				t.Fatalf("protocol %s, want %s", cs.InitializeResult().ProtocolVersion, version)
+			}
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"question": "six times seven?"}})
+			if err != nil {
+				t.Fatalf("ask: %v\n%s", err, stderr)
+			}
+			if res.IsError || allText(res) != "the model said: forty-two" || fmt.Sprint(asked) != "[six times seven?]" {
+				t.Fatalf("ask: %q (isError %v), the model was asked %q", allText(res), res.IsError, asked)
+			}
+		})
+	}
+}
+
+// Everything the gateway does not guard is as the upstream sent it when
+// the client speaks another protocol version than the gateway's first
+// session with the upstream (2026-07-28): a raw client on 2025-06-18 and
+// on 2025-11-25 lists tools, prompts and resources, gets a prompt and
+// reads a resource through idem mcp and directly, and the results are the
+// same, field by field. Before, the gateway passed the upstream's own JSON
+// only when both sides spoke the same version, and otherwise re-encoded
+// the go-sdk's typed form (adding, for one, the cache fields of 2026-07-28).
+func TestTransparencyAcrossProtocols(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := []string{
+		`"method":"tools/list","params":{}`,
+		`"method":"prompts/list"`,
+		`"method":"resources/list","params":{"_meta":{"trace":"x"}}`,
+		`"method":"prompts/get","params":{"name":"greet"}`,
+		`"method":"resources/read","params":{"uri":"note://one"}`,
+	}
+	for _, version := range []string{"2025-06-18", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, map[string]any{"transfer": map[string]any{"identity": []any{map[string]any{"path": "account"}}}}, nil)
+			up := exec.Command(self)
+			up.Env = env(t, envUpstream+"="+t.TempDir())
+			direct := rawCommand(t, up)
+			via := s.raw(t, nil, "--run-id", "across")
+			results := func(c *rawClient) []json.RawMessage {
+				c.initialize(version)
+				var out []json.RawMessage
+				for i, r := range requests {
+					c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,%s}`, i, r))
+					for {
+						var m struct {
+							ID     *int            `json:"id"`
+							Result json.RawMessage `json:"result"`
+							Error  json.RawMessage `json:"error"`
+						}
+						l := c.nextRaw()
+						if err := json.Unmarshal(l, &m); err != nil {
+							t.Fatalf("%q: %v", l, err)
+						}
+						if m.ID == nil {
+							continue // a notification
+						}
+						if *m.ID != i || m.Result == nil {
+							t.Fatalf("answer to %s: %s", r, l)
+						}
+						out = append(out, m.Result)
+						break
+					}
+				}
+				return out
+			}
+			d, v := results(direct), results(via)
+			for i, r := range requests {
+				what := strings.SplitN(strings.TrimPrefix(r, `"method":"`), `"`, 2)[0]
+				sameJSON(t, what, d[i], v[i])
+			}
+		})
+	}
+}
