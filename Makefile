@@ -12,12 +12,13 @@
 #   make chaos   a long seeded chaos run (CHAOS_RUNS, CHAOS_SEED)
 #   make faultpoints  the fault-point enumeration with every pair of points failed
 #   make lambda-build  the Lambda example's bootstrap for linux/arm64
+#   make screenshots  the README's console screenshots, taken by its browser test
 
 GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
+.PHONY: screenshots demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
 
 # The demo's idem is built with the tag idem_demo: the fakes and the
 # SQLite ledger only, without the AWS SDK, pgx, go-redis and the MCP SDK
@@ -108,3 +109,9 @@ lambda-build:
 
 clean:
 	rm -rf .tmp tools/dynalite/node_modules tools/mcp/node_modules tools/peers/node_modules
+
+# The console's screenshots in the README (console/screenshots), taken by
+# its browser test in headless Chromium (Debian's package chromium).
+screenshots:
+	@mkdir -p console/screenshots
+	$(GO) test -count=1 -run '^TestConsoleBrowserSQLite$$' ./cmd/idem/ -screenshots $(CURDIR)/console/screenshots -v

@@ -266,9 +266,13 @@ var ranges = []overviewRange{
 	{"7d", 7 * 24 * time.Hour, 28},
 }
 
-// bucketCap bounds the records the overview reads per state and time
-// bucket: a bucket with more shows its count as "at least".
-const bucketCap = 200
+// bucketCap bounds the done and failed records the overview reads per
+// time bucket, and stuckCap the uncertain and pending ones it reads over
+// the whole range: a chart with more shows its counts as "at least".
+const (
+	bucketCap = 100
+	stuckCap  = 1000
+)
 
 // outcome is a column of the overview: a state, or resolved by hand.
 type outcome string
@@ -328,28 +332,37 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 	for i := range ov.Buckets {
 		ov.Buckets[i] = bucket{From: start.Add(time.Duration(i) * step), To: start.Add(time.Duration(i+1) * step), Counts: map[outcome]int{}}
 	}
-	states := []ledger.State{ledger.StateDone, ledger.StateFailed, ledger.StateUncertain, ledger.StatePending}
+	// Done and failed records, the many, are read per bucket, at most
+	// bucketCap of each; uncertain and pending ones, the few, in one
+	// listing each over the whole range, at most stuckCap of them.
 	type cell struct {
 		recs   []ledger.Record
 		capped bool
 	}
+	settled := []ledger.State{ledger.StateDone, ledger.StateFailed}
 	cells := make([][]cell, len(ov.Buckets))
+	var stuck [2]cell
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	for i := range ov.Buckets {
-		cells[i] = make([]cell, len(states))
-		for j, st := range states {
-			g.Go(func() error {
-				b := ov.Buckets[i]
-				recs, err := c.cfg.Store.List(gctx, ledger.Filter{State: st, LeaseBefore: b.To, Limit: bucketCap + 1,
-					After: ledger.Cursor{LeaseUntil: b.From}})
-				if err != nil {
-					return err
-				}
-				cells[i][j] = cell{recs: recs[:min(len(recs), bucketCap)], capped: len(recs) > bucketCap}
-				return nil
-			})
+	list := func(st ledger.State, from, to time.Time, limit int, out *cell) func() error {
+		return func() error {
+			recs, err := c.cfg.Store.List(gctx, ledger.Filter{State: st, LeaseBefore: to, Limit: limit + 1,
+				After: ledger.Cursor{LeaseUntil: from}}) // every key sorts after "": the records from `from` on
+			if err != nil {
+				return err
+			}
+			*out = cell{recs: recs[:min(len(recs), limit)], capped: len(recs) > limit}
+			return nil
 		}
+	}
+	for i, b := range ov.Buckets {
+		cells[i] = make([]cell, len(settled))
+		for j, st := range settled {
+			g.Go(list(st, b.From, b.To, bucketCap, &cells[i][j]))
+		}
+	}
+	for j, st := range []ledger.State{ledger.StateUncertain, ledger.StatePending} {
+		g.Go(list(st, start, end, stuckCap, &stuck[j]))
 	}
 	g.Go(func() error {
 		recs, err := c.cfg.Store.List(gctx, ledger.Filter{State: ledger.StateUncertain, Limit: 1})
@@ -367,6 +380,17 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 	})
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	for _, st := range stuck { // into the cells of their buckets
+		if st.capped {
+			ov.Capped = true
+		}
+		for _, r := range st.recs {
+			i := int(r.LeaseUntil.Sub(start) / step)
+			if i >= 0 && i < len(cells) {
+				cells[i] = append(cells[i], cell{recs: []ledger.Record{r}})
+			}
+		}
 	}
 	tools := map[string]bool{}
 	for i := range cells {

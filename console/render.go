@@ -95,8 +95,9 @@ func chart(ov *overview) template.HTML {
 	y := func(v float64) float64 { return h - bottom - v/float64(scale)*(h-bottom-top) }
 	var s strings.Builder
 	fmt.Fprintf(&s, `<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-label="actions per outcome over time">`, w, h)
-	for i := 0; i <= 4; i++ {
-		v := float64(scale) * float64(i) / 4
+	ticks := min(4, scale) // whole numbers only
+	for i := 0; i <= ticks; i++ {
+		v := float64(scale) * float64(i) / float64(ticks)
 		fmt.Fprintf(&s, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" class="grid"/><text x="%.0f" y="%.1f" class="axis" text-anchor="end">%d</text>`,
 			left, w, y(v), y(v), left-6, y(v)+4, int(v))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,25 +87,27 @@ func seedOrder(t *testing.T, s ledger.Store, clk *clock.Fake) {
 func testConsoleBrowser(t *testing.T, raw string, env []string, shots string) {
 	base := startConsole(t, env, "--ledger", raw, "--refresh", "300ms")
 	ctx := browser(t)
+	// The list refreshes itself in place, so what the test reads of it is
+	// read in one evaluation in the page, and it waits on the DOM by
+	// polling on its mutations.
 	order := `tr[data-key="k-order"]`
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(base+"/"),
-		chromedp.WaitVisible(chromedp.CSS(order)),
-	); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), waitFor(order, true)); err != nil {
 		t.Fatalf("the uncertain order is not listed: %v", err)
 	}
-	reason, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(order+` td.outcome`)))
+	var row struct{ Reason, Href string }
+	row, err := chromedp.Run(ctx, chromedp.Evaluate[struct{ Reason, Href string }](`(() => {
+		const r = document.querySelector('`+order+`');
+		return {Reason: r.querySelector('td.outcome').textContent, Href: r.querySelector('a.key').href};
+	})()`))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reading the order's row: %v", err)
 	}
-	if err := chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(order+` a.key`)),
-		chromedp.WaitVisible(chromedp.CSS(`#resolve-form`)),
-	); err != nil {
+	if !strings.Contains(row.Reason, "timeout after the order request was sent") {
+		t.Errorf("the list shows %q as the order's reason", row.Reason)
+	}
+	// Follow the row's link.
+	if err := chromedp.Do(ctx, chromedp.Navigate(row.Href), chromedp.WaitVisible(chromedp.CSS(`#resolve-form`))); err != nil {
 		t.Fatalf("opening the order: %v", err)
-	}
-	if !strings.Contains(reason, "timeout after the order request was sent") {
-		t.Errorf("the list shows %q as the order's reason", reason)
 	}
 	if shots != "" {
 		shoot(t, ctx, filepath.Join(shots, "console-action.png"))
@@ -134,15 +137,15 @@ func testConsoleBrowser(t *testing.T, raw string, env []string, shots string) {
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(base+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-key="k-uncertain"]`)),
-		chromedp.WaitNotPresent(chromedp.CSS(order)),
+		waitFor(`tr[data-key="k-uncertain"]`, true),
+		waitFor(order, false),
 	); err != nil {
 		t.Fatalf("the resolved order is still listed: %v", err)
 	}
 	// Resolved elsewhere (the CLI), the other uncertain action leaves the
 	// open page by the live refresh, without a reload.
 	idem(t, env, "ledger", "resolve", "k-uncertain", "--ledger", raw, "--done", "--summary", "found by hand").wantOK(t)
-	if err := chromedp.Do(ctx, chromedp.WaitNotPresent(chromedp.CSS(`tr[data-key="k-uncertain"]`))); err != nil {
+	if err := chromedp.Do(ctx, waitFor(`tr[data-key="k-uncertain"]`, false)); err != nil {
 		t.Fatalf("the list did not refresh: %v", err)
 	}
 	if shots != "" {
@@ -153,10 +156,23 @@ func testConsoleBrowser(t *testing.T, raw string, env []string, shots string) {
 	}
 }
 
-// shoot writes a screenshot of the page.
+// waitFor waits until an element matches the CSS selector sel (present)
+// or none does, polling on every change of the DOM.
+func waitFor(sel string, present bool) chromedp.Action[chromedp.Void] {
+	cond := "document.querySelector(%q) !== null"
+	if !present {
+		cond = "document.querySelector(%q) === null"
+	}
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[bool](fmt.Sprintf(cond, sel), chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(2*time.Minute))(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
+
+// shoot writes a screenshot of the whole page as PNG (quality 100).
 func shoot(t *testing.T, ctx context.Context, path string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@
   var live = document.getElementById("live");
   if (!main || !live || !main.dataset.live) return;
   var every = parseInt(main.dataset.live, 10) || 5000;
+  var last = null; // the last fragment swapped in: an unchanged one is left alone
   function refresh() {
     if (document.hidden) return;
     var url = new URL(window.location.href);
@@ -13,7 +14,8 @@
     fetch(url.toString(), { credentials: "same-origin", cache: "no-store" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
-        if (html !== null) {
+        if (html !== null && html !== last) {
+          last = html;
           live.innerHTML = html;
           live.dataset.refreshed = String((parseInt(live.dataset.refreshed || "0", 10)) + 1);
         }
