@@ -14,8 +14,12 @@
 // changes are POSTs checked against cross-origin requests and a CSRF token;
 // Config.ReadOnly serves none. Config.Token or Config.UserHeader protect a
 // console that listens beyond loopback (CheckListen). Pages read the ledger
-// a page at a time on its state indexes (ledger.Filter with a Limit), so
-// they answer in the same time on a ledger of 10^3 records or 10^6.
+// a bounded number of records at a time (ledger.Filter with a Limit), from
+// the listings the stores index: on SQLite every page answers in the same
+// time on a ledger of 10^3 records or 10^6 (make bench-console). The
+// overview and a search by tool or key prefix list done and failed records
+// by time, which ledgerpg does not index: on a large PostgreSQL ledger
+// those pages read the table.
 package console
 
 import (

@@ -150,13 +150,20 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		}
 		return searchResult{Records: []ledger.Record{*rec}, Exact: true}, nil
 	}
-	states := []ledger.State{q.State}
-	if q.State == "" {
-		states = []ledger.State{ledger.StatePending, ledger.StateDone, ledger.StateFailed, ledger.StateUncertain}
-	}
-	filters := make([]ledger.Filter, len(states))
-	for i, st := range states {
-		filters[i] = ledger.Filter{State: st, RunID: q.Run, LeaseBefore: q.To}
+	// A run's records are listed by the run alone, which the SQL stores
+	// serve from their index of runs (a run holds few records; its state
+	// is filtered here); otherwise each state's listing is served by the
+	// index of that state.
+	var filters []ledger.Filter
+	switch {
+	case q.Run != "":
+		filters = []ledger.Filter{{RunID: q.Run, LeaseBefore: q.To}}
+	case q.State != "":
+		filters = []ledger.Filter{{State: q.State, LeaseBefore: q.To}}
+	default:
+		for _, st := range []ledger.State{ledger.StatePending, ledger.StateDone, ledger.StateFailed, ledger.StateUncertain} {
+			filters = append(filters, ledger.Filter{State: st, LeaseBefore: q.To})
+		}
 	}
 	after := q.After
 	if after.IsZero() && !q.From.IsZero() {
@@ -164,7 +171,7 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		after = ledger.Cursor{LeaseUntil: q.From}
 	}
 	var res searchResult
-	filtered := q.Tool != "" || q.Prefix != ""
+	filtered := q.Tool != "" || q.Prefix != "" || (q.Run != "" && q.State != "")
 	for res.Scanned < scanBudget {
 		n := pageSize + 1
 		if filtered {
@@ -177,7 +184,8 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		res.Scanned += len(recs)
 		for i := range recs {
 			r := &recs[i]
-			if r.Tool == reconcile.CursorTool || (q.Tool != "" && r.Tool != q.Tool) || !strings.HasPrefix(r.Key, q.Prefix) {
+			if r.Tool == reconcile.CursorTool || (q.Tool != "" && r.Tool != q.Tool) || !strings.HasPrefix(r.Key, q.Prefix) ||
+				(q.State != "" && r.State != q.State) {
 				continue
 			}
 			if len(res.Records) == pageSize {
