@@ -17,9 +17,9 @@
 // a bounded number of records at a time (ledger.Filter with a Limit), from
 // the listings the stores index: on SQLite every page answers in the same
 // time on a ledger of 10^3 records or 10^6 (make bench-console). The
-// overview and a search by tool or key prefix list done and failed records
-// by time, which ledgerpg does not index: on a large PostgreSQL ledger
-// those pages read the table.
+// overview and a search by run, tool or key prefix list done and failed
+// records by time or by run, which ledgerpg does not index: on a large
+// PostgreSQL ledger those pages read the table.
 package console
 
 import (

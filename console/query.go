@@ -150,10 +150,11 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		}
 		return searchResult{Records: []ledger.Record{*rec}, Exact: true}, nil
 	}
-	// A run's records are listed by the run alone, which the SQL stores
-	// serve from their index of runs (a run holds few records; its state
-	// is filtered here); otherwise each state's listing is served by the
-	// index of that state.
+	// A run's records are listed by the run alone, which SQLite serves
+	// from its index of runs (a run holds few records; its state is
+	// filtered here; ledgerpg keeps no index of runs and reads its
+	// table); otherwise each state's listing is served by the index of
+	// that state.
 	var filters []ledger.Filter
 	switch {
 	case q.Run != "":
