@@ -94,7 +94,6 @@ func testConsoleBrowser(t *testing.T, raw string, env []string, shots string) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), waitFor(order, true)); err != nil {
 		t.Fatalf("the uncertain order is not listed: %v", err)
 	}
-	var row struct{ Reason, Href string }
 	row, err := chromedp.Run(ctx, chromedp.Evaluate[struct{ Reason, Href string }](`(() => {
 		const r = document.querySelector('`+order+`');
 		return {Reason: r.querySelector('td.outcome').textContent, Href: r.querySelector('a.key').href};
