@@ -8,16 +8,18 @@
 #   make api-snapshot  record the API as the last release's (at a release)
 #   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
 #   make bench-sweep  the sweeper's listing at 10^3 and 10^6 records, into BENCHMARKS.md
+#   make bench-console  the console's pages at 10^3 and 10^6 records, into BENCHMARKS.md
 #   make bench-peers  idemkit and Powertools (TypeScript) on one dynalite, into BENCHMARKS.md
 #   make chaos   a long seeded chaos run (CHAOS_RUNS, CHAOS_SEED)
 #   make faultpoints  the fault-point enumeration with every pair of points failed
 #   make lambda-build  the Lambda example's bootstrap for linux/arm64
+#   make screenshots  the README's console screenshots, taken by its browser test
 
 GO       ?= go
 PKGS     ?= ./...
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
+.PHONY: bench-console screenshots demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
 
 # The demo's idem is built with the tag idem_demo: the fakes and the
 # SQLite ledger only, without the AWS SDK, pgx, go-redis and the MCP SDK
@@ -69,6 +71,19 @@ bench:
 	bash -o pipefail -c "$(BENCH_CMD) | tee .tmp/bench.txt"
 	$(GO) run ./scripts/benchreport -in .tmp/bench.txt -out BENCHMARKS.md -section ledgers \
 		-title "Ledgers and executor" -cmd "make bench (BENCH_CMD: $(BENCH_CMD))"
+	$(MAKE) bench-console
+
+# The operator console's pages on SQLite and PostgreSQL ledgers of 10^3
+# and 10^6 records, paired, beside one Get (also part of make bench; this
+# target runs only those, building each 10^6-record ledger once per run).
+# On PostgreSQL only the pages that read indexed listings (see
+# BenchmarkPagesPostgres).
+CONSOLE_CMD = $(GO) test -run '^$$' -bench 'Pages' -benchtime 10x -count 1 -timeout 30m ./console/
+bench-console:
+	@mkdir -p .tmp
+	bash -o pipefail -c "$(CONSOLE_CMD) | tee .tmp/console.txt"
+	$(GO) run ./scripts/benchreport -in .tmp/console.txt -out BENCHMARKS.md -section console \
+		-title "The console's pages at 10^3 and 10^6 records" -cmd "make bench-console (CONSOLE_CMD: $(CONSOLE_CMD))"
 
 # One sweep's listing with 10^3 stuck records among 10^3 and among 10^6
 # records, on each SQL and Redis ledger (also part of make bench; this
@@ -108,3 +123,9 @@ lambda-build:
 
 clean:
 	rm -rf .tmp tools/dynalite/node_modules tools/mcp/node_modules tools/peers/node_modules
+
+# The console's screenshots in the README (console/screenshots), taken by
+# its browser test in headless Chromium (Debian's package chromium).
+screenshots:
+	@mkdir -p console/screenshots
+	$(GO) test -count=1 -run '^TestConsoleBrowserSQLite$$' ./cmd/idem/ -screenshots $(CURDIR)/console/screenshots -v

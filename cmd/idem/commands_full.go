@@ -12,7 +12,7 @@ import (
 // link every backend (AWS SDK, pgx, go-redis) and the MCP SDK, which the
 // demo does not need (see commands_demo.go).
 func ledgerCommands() []*cobra.Command {
-	return []*cobra.Command{newLedgerCmd(), newReconcileCmd(), newMCPCmd()}
+	return []*cobra.Command{newLedgerCmd(), newReconcileCmd(), newMCPCmd(), newConsoleCmd()}
 }
 
 // quietLibraries silences the libraries' own loggers, which would print

@@ -6,6 +6,7 @@
 //	idem key                  derive an action key, to debug identity fields
 //	idem serve-fakes          the fake providers as standalone servers
 //	idem mcp                  an MCP gateway making another server's tools exactly-once
+//	idem console              the operator console of a ledger, in a browser
 //	idem version
 //
 // A ledger is chosen by URL (--ledger, or IDEM_LEDGER): sqlite://path/idem.db

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
 )
 
 // bin is the idem binary the tests drive, built once by TestMain.
@@ -43,7 +44,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		return 1
 	}
-	return pgtest.Main(func() int { return dynalitetest.Main(m) })
+	return pgtest.Main(func() int { return redistest.Main(func() int { return dynalitetest.Main(m) }) })
 }
 
 // result is what one run of the binary did.

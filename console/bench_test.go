@@ -1,0 +1,196 @@
+package console_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite"
+
+	"github.com/idemkit/idemkit/console"
+	"github.com/idemkit/idemkit/internal/ledgerbench"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgerpg"
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+)
+
+// benchSizes are the ledgers the console's pages are timed on, paired:
+// 10^3 and 10^6 records.
+var benchSizes = [2]int{ledgerbench.Stuck + 1000, 1_000_000}
+
+// pages are the console's pages the benchmarks time.
+var pages = []struct{ name, path string }{
+	{"attention", "/"},
+	{"action", "/action/" + ledgerbench.StuckKey(500)},
+	{"search-run", "/search?run=run-4242"},
+	{"search-tool", "/search?tool=refund_order"},
+	{"search-state", "/search?state=uncertain"},
+	{"overview-24h", "/overview?range=24h"},
+	{"overview-7d", "/overview?range=7d"},
+}
+
+func doneKey(i int) string {
+	sum := sha256.Sum256([]byte("console-" + strconv.Itoa(i)))
+	return hex.EncodeToString(sum[:])
+}
+
+// benchPages times each page on the two stores, paired (every iteration
+// renders the page on both, so that drift of the machine cancels out of
+// the ratio), beside the raw floor of one Get of the same record in the
+// large store. It reports small-ns/op, large-ns/op (the page on 10^6
+// records), get-ns/op (the floor), large/small and large/get.
+func benchPages(b *testing.B, stores [2]ledger.Store, skip ...string) {
+	var cs [2]*console.Console
+	for i, s := range stores {
+		c, err := console.New(console.Config{Store: s})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cs[i] = c
+	}
+	serve := func(c *console.Console, path string) {
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil))
+		if rec.Code != http.StatusOK {
+			b.Fatalf("GET %s: %d\n%s", path, rec.Code, rec.Body)
+		}
+	}
+	ctx := context.Background()
+	for _, p := range pages {
+		if slices.Contains(skip, p.name) {
+			continue
+		}
+		b.Run(p.name, func(b *testing.B) {
+			for _, c := range cs { // untimed: connections, prepared statements
+				serve(c, p.path)
+			}
+			var took [3]time.Duration
+			for b.Loop() {
+				for j, c := range cs {
+					t0 := time.Now()
+					serve(c, p.path)
+					took[j] += time.Since(t0)
+				}
+				t0 := time.Now()
+				if _, err := stores[1].Get(ctx, ledgerbench.StuckKey(500)); err != nil {
+					b.Fatal(err)
+				}
+				took[2] += time.Since(t0)
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(took[0])/n, "small-ns/op")
+			b.ReportMetric(float64(took[1])/n, "large-ns/op")
+			b.ReportMetric(float64(took[2])/n, "get-ns/op")
+			b.ReportMetric(float64(took[1])/float64(took[0]), "large/small")
+			b.ReportMetric(float64(took[1])/float64(took[2]), "large/get")
+		})
+	}
+}
+
+// The console's pages on SQLite ledgers of 10^3 and 10^6 records: done
+// records settled over the last week (a tenth of them refund_order's,
+// the rest send_reply's), and 1000 uncertain ones.
+func BenchmarkPagesSQLite(b *testing.B) {
+	ctx := context.Background()
+	now := time.Now()
+	var stores [2]ledger.Store
+	for i, n := range benchSizes {
+		path := filepath.Join(b.TempDir(), "console.db")
+		s, err := ledgersqlite.Open(ctx, path, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+		db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=5000&_synchronous=OFF")
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ins, err := tx.PrepareContext(ctx, `INSERT INTO records (key, tool, run_id, state, owner, lease_until, expires_at,
+			fingerprint, attempt, attempt_at, summary, ref, result, updated_at)
+			VALUES (?1, ?2, ?3, 'done', 'owner', ?4, ?5, 'fp', 1, ?4, 'sent', 'msg_1', '{"id":"msg_1"}', ?4)`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		done := n - ledgerbench.Stuck
+		for k := range done {
+			settled := now.Add(-time.Duration(k) * (7 * 24 * time.Hour) / time.Duration(done))
+			tool := "send_reply"
+			if k%10 == 0 {
+				tool = "refund_order"
+			}
+			if _, err := ins.ExecContext(ctx, doneKey(k), tool, fmt.Sprintf("run-%d", k/10), settled.UnixMilli(), settled.Add(30*24*time.Hour).UnixMilli()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, "ANALYZE"); err != nil {
+			b.Fatal(err)
+		}
+		db.Close()
+		s, err = ledgersqlite.Open(ctx, path, &ledgersqlite.Config{Synchronous: ledgersqlite.SyncNormal})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		ledgerbench.AddStuck(b, s, now.Add(-3*time.Hour))
+		stores[i] = s
+	}
+	benchPages(b, stores)
+}
+
+// The same pages on PostgreSQL ledgers of 10^3 and 10^6 records, but for
+// those that list done and failed records by time (the overview, a search
+// by tool): ledgerpg keeps no index of those records by lease end (its
+// migration 5 dropped it to keep settling writes cheap), so on 10^6
+// records those pages read the table, for seconds.
+func BenchmarkPagesPostgres(b *testing.B) {
+	ctx := context.Background()
+	now := time.Now()
+	var stores [2]ledger.Store
+	for i, n := range benchSizes {
+		pool := pgtest.Pool(b)
+		cfg := &ledgerpg.Config{Schema: pgtest.Schema(b, pool)}
+		if err := ledgerpg.Migrate(ctx, pool, cfg); err != nil {
+			b.Fatal(err)
+		}
+		s, err := ledgerpg.New(pool, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		table := pgx.Identifier{cfg.Schema, ledgerpg.DefaultTable}.Sanitize()
+		done := n - ledgerbench.Stuck
+		if _, err := pool.Exec(ctx, `INSERT INTO `+table+` (key, tool, run_id, state, owner, lease_until, expires_at,
+			fingerprint, attempt, attempt_at, summary, ref, result, updated_at)
+			SELECT encode(sha256(convert_to('console-' || i, 'UTF8')), 'hex'),
+				CASE WHEN i % 10 = 0 THEN 'refund_order' ELSE 'send_reply' END, 'run-' || (i / 10), 'done', 'owner',
+				t, t + interval '30 days', 'fp', 1, t, 'sent', 'msg_1', '{"id":"msg_1"}'::bytea, t
+			FROM (SELECT i, $2::timestamptz - (interval '7 days' * i / $1::int) AS t FROM generate_series(0, $1::int - 1) AS i) AS g`,
+			done, now); err != nil {
+			b.Fatal(err)
+		}
+		ledgerbench.AddStuck(b, s, now.Add(-3*time.Hour))
+		if _, err := pool.Exec(ctx, `ANALYZE `+table); err != nil {
+			b.Fatal(err)
+		}
+		stores[i] = s
+	}
+	benchPages(b, stores, "search-tool", "overview-24h", "overview-7d")
+}

@@ -1,0 +1,11 @@
+package console_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+)
+
+// TestMain finds or starts the PostgreSQL server of the benchmarks.
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m.Run)) }

@@ -1,0 +1,362 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+func (c *Console) routes() {
+	m := c.mux
+	m.Handle("GET /static/", http.StripPrefix("/static/", c.static))
+	m.HandleFunc("GET /{$}", c.attentionPage)
+	m.HandleFunc("GET /action/{key}", c.actionPage)
+	m.HandleFunc("GET /search", c.searchPage)
+	m.HandleFunc("GET /overview", c.overviewPage)
+	m.HandleFunc("POST /action/{key}/resolve", c.post(c.resolve))
+	m.HandleFunc("POST /action/{key}/reconcile", c.post(c.reconcile))
+}
+
+// page is what every template receives.
+type page struct {
+	Title    string
+	Nav      string
+	User     string
+	ReadOnly bool
+	CSRF     string
+	Refresh  int // milliseconds; 0: the page does not refresh
+	Now      time.Time
+	Data     any
+}
+
+// render writes the template name with p; a ?fragment=1 request gets only
+// the live part of the page (the live refresh fetches it).
+func (c *Console) render(w http.ResponseWriter, r *http.Request, name string, status int, p page) {
+	p.User, p.ReadOnly, p.CSRF = c.user(r), c.cfg.ReadOnly, c.csrf(r)
+	if p.Now.IsZero() {
+		p.Now = c.cfg.Clock.Now()
+	}
+	tmpl := name
+	if r.URL.Query().Get("fragment") == "1" && c.tmpl.Lookup(name+"-live") != nil {
+		tmpl = name + "-live"
+	}
+	var buf bytes.Buffer
+	if err := c.tmpl.ExecuteTemplate(&buf, tmpl, p); err != nil {
+		http.Error(w, "console: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail renders an error page.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+	c.render(w, r, "error", status, page{Title: "Error", Data: err.Error()})
+}
+
+// cursorParam reads a cursor from the query (after_ms, after_key).
+func cursorParam(v url.Values) ledger.Cursor {
+	ms, err := strconv.ParseInt(v.Get("after_ms"), 10, 64)
+	if err != nil || v.Get("after_key") == "" {
+		return ledger.Cursor{}
+	}
+	return ledger.Cursor{LeaseUntil: time.UnixMilli(ms).UTC(), Key: v.Get("after_key")}
+}
+
+// withCursor returns the query v with the position c.
+func withCursor(v url.Values, c ledger.Cursor) string {
+	out := url.Values{}
+	for k, vs := range v {
+		if k != "after_ms" && k != "after_key" && k != "fragment" {
+			out[k] = vs
+		}
+	}
+	out.Set("after_ms", strconv.FormatInt(c.LeaseUntil.UnixMilli(), 10))
+	out.Set("after_key", c.Key)
+	return "?" + out.Encode()
+}
+
+// row is a record in a list, with what the console derives from it.
+type row struct {
+	ledger.Record
+	DownstreamKey string
+	Conclude      time.Time // when the reconciler can conclude on its own
+	Lag           time.Duration
+	HasReconciler bool
+	Lapsed        bool
+}
+
+func (c *Console) row(r *ledger.Record, now time.Time) row {
+	at, lag, ok := c.conclusion(r)
+	return row{Record: *r, DownstreamKey: client.DownstreamKey(r.Key, r.Attempt), Conclude: at, Lag: lag, HasReconciler: ok,
+		Lapsed: r.State == ledger.StatePending && r.LeaseExpired(now)}
+}
+
+type listData struct {
+	Rows  []row
+	Next  string // the next page's query, "" when none
+	Query query
+	Form  url.Values
+	Note  string
+	Exact bool
+}
+
+func (c *Console) attentionPage(w http.ResponseWriter, r *http.Request) {
+	now := c.cfg.Clock.Now()
+	recs, more, err := c.attention(r.Context(), cursorParam(r.URL.Query()), now)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	d := listData{}
+	for i := range recs {
+		d.Rows = append(d.Rows, c.row(&recs[i], now))
+	}
+	if more {
+		d.Next = withCursor(r.URL.Query(), ledger.CursorOf(&recs[len(recs)-1]))
+	}
+	c.render(w, r, "attention", http.StatusOK, page{Title: "Needs attention", Nav: "attention", Now: now,
+		Refresh: int(c.cfg.Refresh.Milliseconds()), Data: d})
+}
+
+// detail is the action page's data.
+type detail struct {
+	row
+	ResolvedBy string
+	Resolvable bool      // uncertain, or pending with a lapsed lease
+	FailableAt time.Time // when marking it failed is allowed
+	CanFailNow bool
+	LiveLease  bool
+	Message    string // the outcome of the action just taken
+	Error      string
+	FormNote   string // what the operator typed, shown again after a refusal
+	FormRef    string
+	InFlight   time.Duration
+	ResultText string
+}
+
+func (c *Console) detail(rec *ledger.Record, now time.Time) detail {
+	d := detail{row: c.row(rec, now), ResolvedBy: rec.ResolvedBy(), InFlight: c.cfg.InFlight}
+	d.LiveLease = rec.State == ledger.StatePending && !rec.LeaseExpired(now)
+	d.Resolvable = rec.State == ledger.StateUncertain || (rec.State == ledger.StatePending && !d.LiveLease)
+	d.FailableAt = ledger.FailableAt(rec, c.cfg.InFlight)
+	d.CanFailNow = !now.Before(d.FailableAt)
+	if len(rec.Result) > 0 {
+		d.ResultText = string(rec.Result)
+		if len(d.ResultText) > 8<<10 {
+			d.ResultText = d.ResultText[:8<<10] + " ..."
+		}
+	}
+	return d
+}
+
+func (c *Console) load(ctx context.Context, key string) (*ledger.Record, int, error) {
+	rec, err := c.cfg.Store.Get(ctx, key)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return nil, http.StatusNotFound, fmt.Errorf("no record has key %s (it may have expired)", key)
+	case errors.Is(err, ledger.ErrInvalid), errors.Is(err, ledger.ErrTooLarge):
+		return nil, http.StatusBadRequest, err
+	case err != nil:
+		return nil, http.StatusBadGateway, err
+	}
+	return rec, http.StatusOK, nil
+}
+
+func (c *Console) actionPage(w http.ResponseWriter, r *http.Request) {
+	rec, status, err := c.load(r.Context(), r.PathValue("key"))
+	if err != nil {
+		c.fail(w, r, status, err)
+		return
+	}
+	now := c.cfg.Clock.Now()
+	d := c.detail(rec, now)
+	d.Message = r.URL.Query().Get("done")
+	c.render(w, r, "action", http.StatusOK, page{Title: "Action " + shortKey(rec.Key), Nav: "action", Now: now, Data: d})
+}
+
+// post wraps a state-changing handler: refused in read-only mode and
+// without the user's CSRF token.
+func (c *Console) post(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c.cfg.ReadOnly {
+			c.fail(w, r, http.StatusForbidden, errors.New("the console is read-only: it takes no action"))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		if err := r.ParseForm(); err != nil {
+			c.fail(w, r, http.StatusBadRequest, err)
+			return
+		}
+		if !c.checkCSRF(r) {
+			c.fail(w, r, http.StatusForbidden, errors.New("the form's CSRF token is missing or wrong: reload the page and try again"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key := r.PathValue("key")
+	verdict := r.PostFormValue("verdict")
+	note := strings.TrimSpace(r.PostFormValue("note"))
+	ref := strings.TrimSpace(r.PostFormValue("ref"))
+	res := ledger.Resolution{By: c.user(r), InFlight: c.cfg.InFlight}
+	var problem string
+	switch {
+	case verdict != "done" && verdict != "failed":
+		problem = "choose mark done or mark failed"
+	case note == "":
+		problem = "a note is required: say what you checked at the provider"
+	case verdict == "done":
+		res.Done, res.Ref = true, ref
+		res.Summary = note
+		if ref != "" {
+			res.Summary = ref + ": " + note
+		}
+	default:
+		if ref != "" {
+			problem = "a provider's reference goes with mark done"
+		}
+		res.Reason = "resolved by hand: " + note
+	}
+	now := c.cfg.Clock.Now()
+	if problem == "" {
+		_, err := ledger.Resolve(ctx, c.cfg.Store, key, res, now)
+		if err == nil {
+			http.Redirect(w, r, "/action/"+pathKey(key)+"?done="+url.QueryEscape("marked "+verdict+" by "+res.By), http.StatusSeeOther)
+			return
+		}
+		problem = err.Error()
+	}
+	rec, status, err := c.load(ctx, key)
+	if err != nil {
+		c.fail(w, r, status, err)
+		return
+	}
+	d := c.detail(rec, now)
+	d.Error, d.FormNote, d.FormRef = problem, note, ref
+	c.render(w, r, "action", http.StatusConflict, page{Title: "Action " + shortKey(rec.Key), Nav: "action", Now: now, Data: d})
+}
+
+func (c *Console) reconcile(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key := r.PathValue("key")
+	rec, status, err := c.load(ctx, key)
+	if err != nil {
+		c.fail(w, r, status, err)
+		return
+	}
+	rep, err := c.reconcileNow(ctx, rec)
+	var msg string
+	switch {
+	case err != nil:
+		msg = "reconcile: " + err.Error()
+	case rep.Examined == 0:
+		msg = "reconcile: nothing to reconcile (the record is " + string(rec.State) + ")"
+	case rep.Done > 0:
+		msg = "reconciled: the provider has the effect; the action is done"
+	case rep.Failed > 0:
+		msg = "reconciled: the provider has no such effect and no request can still create it; the action is failed"
+	case rep.Skipped > 0:
+		msg = "reconcile: someone else was acting on the record; look again"
+	default:
+		msg = "reconciled: the provider's answer is not conclusive yet; the action stays " + string(rec.State)
+	}
+	http.Redirect(w, r, "/action/"+pathKey(key)+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
+}
+
+func (c *Console) searchPage(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	q := query{Run: strings.TrimSpace(v.Get("run")), Tool: strings.TrimSpace(v.Get("tool")),
+		Prefix: strings.ToLower(strings.TrimSpace(v.Get("key"))), DownstreamKey: strings.TrimSpace(v.Get("dkey")),
+		State: ledger.State(v.Get("state")), After: cursorParam(v)}
+	var bad []string
+	if q.State != "" && !q.State.Valid() {
+		bad = append(bad, "state is pending, done, failed or uncertain")
+	}
+	for _, f := range []struct {
+		name string
+		t    *time.Time
+	}{{"from", &q.From}, {"to", &q.To}} {
+		if s := v.Get(f.name); s != "" {
+			t, err := parseTime(s)
+			if err != nil {
+				bad = append(bad, f.name+": "+err.Error())
+			}
+			*f.t = t
+		}
+	}
+	d := listData{Query: q, Form: v}
+	now := c.cfg.Clock.Now()
+	if len(bad) > 0 {
+		d.Note = strings.Join(bad, "; ")
+		c.render(w, r, "search", http.StatusBadRequest, page{Title: "Search", Nav: "search", Now: now, Data: d})
+		return
+	}
+	res, err := c.search(r.Context(), q, now)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	for i := range res.Records {
+		d.Rows = append(d.Rows, c.row(&res.Records[i], now))
+	}
+	d.Exact = res.Exact
+	if !res.Next.IsZero() {
+		d.Next = withCursor(v, res.Next)
+		if len(res.Records) < pageSize {
+			d.Note = fmt.Sprintf("read %d records without filling the page; the next page reads on", res.Scanned)
+		}
+	}
+	c.render(w, r, "search", http.StatusOK, page{Title: "Search", Nav: "search", Now: now, Data: d})
+}
+
+// parseTime reads a time as the search form gives it (a datetime-local
+// field, in UTC) or as RFC 3339.
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time like 2026-01-02T15:04 (UTC)", s)
+}
+
+func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	rng := ranges[2]
+	for _, x := range ranges {
+		if x.Name == v.Get("range") {
+			rng = x
+		}
+	}
+	now := c.cfg.Clock.Now()
+	ov, err := c.overviewOf(r.Context(), rng, v.Get("tool"), now)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	c.render(w, r, "overview", http.StatusOK, page{Title: "Overview", Nav: "overview", Now: now,
+		Refresh: int(c.cfg.Refresh.Milliseconds()), Data: ov})
+}
+
+// shortKey abbreviates an action key for titles and tables.
+func shortKey(k string) string {
+	if len(k) <= 16 {
+		return k
+	}
+	return k[:16]
+}

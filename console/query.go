@@ -1,0 +1,449 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/internal/listmerge"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/providers"
+	"github.com/idemkit/idemkit/reconcile"
+)
+
+// pageSize is how many records a list page shows.
+const pageSize = 50
+
+// mergeStates returns up to limit records after `after`, in the order of
+// ledger.Cursor, merged from one listing per filter: each listing is
+// served by its state's index, never by a scan of the whole ledger.
+func mergeStates(ctx context.Context, s ledger.Store, filters []ledger.Filter, after ledger.Cursor, limit int) ([]ledger.Record, error) {
+	fetch := func(ctx context.Context, reqs []listmerge.Request) ([]listmerge.Reply, error) {
+		out := make([]listmerge.Reply, len(reqs))
+		g, ctx := errgroup.WithContext(ctx)
+		for i, r := range reqs {
+			g.Go(func() error {
+				f := filters[r.Source]
+				f.After, f.Limit = r.After, r.N
+				recs, err := s.List(ctx, f)
+				if err != nil {
+					return err
+				}
+				out[i] = listmerge.Reply{Records: recs, Next: r.After, Done: len(recs) < r.N}
+				if len(recs) > 0 {
+					out[i].Next = ledger.CursorOf(&recs[len(recs)-1])
+				}
+				return nil
+			})
+		}
+		return out, g.Wait()
+	}
+	return listmerge.Merge(ctx, len(filters), after, limit, fetch)
+}
+
+// stuckFilters select what needs attention at now: pending records whose
+// lease ran out, and uncertain ones.
+func stuckFilters(now time.Time) []ledger.Filter {
+	return []ledger.Filter{{State: ledger.StatePending, LeaseBefore: now}, {State: ledger.StateUncertain}}
+}
+
+// attention is one page of the actions that need attention, oldest first.
+func (c *Console) attention(ctx context.Context, after ledger.Cursor, now time.Time) ([]ledger.Record, bool, error) {
+	recs, err := mergeStates(ctx, c.cfg.Store, stuckFilters(now), after, pageSize+1)
+	if err != nil {
+		return nil, false, err
+	}
+	recs = slices.DeleteFunc(recs, func(r ledger.Record) bool { return r.Tool == reconcile.CursorTool })
+	more := len(recs) > pageSize
+	return recs[:min(len(recs), pageSize)], more, nil
+}
+
+// conclusion says when the reconciler can settle rec on its own: from
+// SentBy (the record's lease end) plus the in-flight bound, plus the
+// index lag of a provider whose lookups are eventually consistent. ok is
+// false when the tool has no adapter configured.
+func (c *Console) conclusion(rec *ledger.Record) (at time.Time, lag time.Duration, ok bool) {
+	a, found := c.cfg.Adapters[rec.Tool]
+	if !found || a == nil {
+		return time.Time{}, 0, false
+	}
+	caps := a.Capabilities()
+	if caps.Lookup == providers.Eventual {
+		lag = caps.IndexLag
+	}
+	return ledger.FailableAt(rec, c.cfg.InFlight).Add(lag), lag, true
+}
+
+// query is a search.
+type query struct {
+	Run, Tool, Prefix, DownstreamKey string
+	State                            ledger.State
+	From, To                         time.Time // settled (or lease end) within [From, To)
+	After                            ledger.Cursor
+}
+
+// scanBudget bounds the records one search page reads when it filters by
+// tool or key prefix, which no index serves: a page reports how far it
+// read, and the next page continues from there.
+const scanBudget = 5000
+
+// searchResult is one page of a search.
+type searchResult struct {
+	Records []ledger.Record
+	// Next is where the next page starts; zero when the search is done.
+	Next ledger.Cursor
+	// Scanned is how many records this page read (with a tool or prefix
+	// filter, more than it shows).
+	Scanned int
+	// Exact: the search named one record by its key or downstream key.
+	Exact bool
+}
+
+// parseDownstream splits a downstream key into its action key and
+// attempt (client.DownstreamKey): "KEY" is attempt 1, "KEY-N" attempt N.
+func parseDownstream(dk string) (string, int) {
+	if i := strings.LastIndexByte(dk, '-'); i > 0 {
+		if n, err := strconv.Atoi(dk[i+1:]); err == nil && n > 1 {
+			return dk[:i], n
+		}
+	}
+	return dk, 1
+}
+
+// search runs q: a downstream key or a full key is one Get; otherwise the
+// records are read in the order of ledger.Cursor from the state indexes
+// (every state merged when q names none), filtered by run in the store
+// and by tool and key prefix here, a bounded number at a time.
+func (c *Console) search(ctx context.Context, q query, now time.Time) (searchResult, error) {
+	s := c.cfg.Store
+	if q.DownstreamKey != "" {
+		key, attempt := parseDownstream(q.DownstreamKey)
+		rec, err := s.Get(ctx, key)
+		if errors.Is(err, ledger.ErrNotFound) && key != q.DownstreamKey {
+			key, attempt = q.DownstreamKey, 1
+			rec, err = s.Get(ctx, key)
+		}
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			return searchResult{Exact: true}, nil
+		case err != nil:
+			return searchResult{}, err
+		case client.DownstreamKey(rec.Key, rec.Attempt) != q.DownstreamKey && attempt > rec.Attempt:
+			return searchResult{Exact: true}, nil // a later attempt than the record has made
+		}
+		return searchResult{Records: []ledger.Record{*rec}, Exact: true}, nil
+	}
+	if len(q.Prefix) == 64 {
+		rec, err := s.Get(ctx, q.Prefix)
+		switch {
+		case errors.Is(err, ledger.ErrNotFound):
+			return searchResult{Exact: true}, nil
+		case err != nil:
+			return searchResult{}, err
+		}
+		return searchResult{Records: []ledger.Record{*rec}, Exact: true}, nil
+	}
+	// A run's records are listed by the run alone, which SQLite serves
+	// from its index of runs (a run holds few records; its state is
+	// filtered here; ledgerpg keeps no index of runs and reads its
+	// table); otherwise each state's listing is served by the index of
+	// that state.
+	var filters []ledger.Filter
+	switch {
+	case q.Run != "":
+		filters = []ledger.Filter{{RunID: q.Run, LeaseBefore: q.To}}
+	case q.State != "":
+		filters = []ledger.Filter{{State: q.State, LeaseBefore: q.To}}
+	default:
+		for _, st := range []ledger.State{ledger.StatePending, ledger.StateDone, ledger.StateFailed, ledger.StateUncertain} {
+			filters = append(filters, ledger.Filter{State: st, LeaseBefore: q.To})
+		}
+	}
+	after := q.After
+	if after.IsZero() && !q.From.IsZero() {
+		// Every key sorts after "": the records from From on.
+		after = ledger.Cursor{LeaseUntil: q.From}
+	}
+	var res searchResult
+	filtered := q.Tool != "" || q.Prefix != "" || (q.Run != "" && q.State != "")
+	for res.Scanned < scanBudget {
+		n := pageSize + 1
+		if filtered {
+			n = min(500, scanBudget-res.Scanned)
+		}
+		recs, err := mergeStates(ctx, s, filters, after, n)
+		if err != nil {
+			return res, err
+		}
+		res.Scanned += len(recs)
+		for i := range recs {
+			r := &recs[i]
+			if r.Tool == reconcile.CursorTool || (q.Tool != "" && r.Tool != q.Tool) || !strings.HasPrefix(r.Key, q.Prefix) ||
+				(q.State != "" && r.State != q.State) {
+				continue
+			}
+			if len(res.Records) == pageSize {
+				res.Next = after
+				return res, nil
+			}
+			res.Records = append(res.Records, *r)
+		}
+		if len(recs) < n {
+			return res, nil
+		}
+		after = ledger.CursorOf(&recs[len(recs)-1])
+	}
+	res.Next = after
+	return res, nil
+}
+
+// reconcileNow runs the tool's reconciler on one record, as a sweep
+// would: it settles the record when the provider's answer is conclusive
+// and leaves it as it is otherwise. It reports the sweep's verdict.
+func (c *Console) reconcileNow(ctx context.Context, rec *ledger.Record) (reconcile.Report, error) {
+	a, ok := c.cfg.Adapters[rec.Tool]
+	if !ok || a == nil {
+		return reconcile.Report{}, fmt.Errorf("no reconciler is configured for tool %s", rec.Tool)
+	}
+	pol := reconcile.New(a, &reconcile.Config{Clock: c.cfg.Clock, InFlight: c.cfg.InFlight, MaxWait: reconcileWait})
+	one := &oneRecord{Store: c.cfg.Store, key: rec.Key, now: c.cfg.Clock.Now}
+	sw := reconcile.NewSweeper(one, []client.Tool{{Name: rec.Tool, Reconciler: pol}},
+		&reconcile.SweeperConfig{Clock: c.cfg.Clock, Limit: 1, Concurrency: 1})
+	return sw.Sweep(ctx)
+}
+
+// reconcileWait bounds how long reconcile now asks the provider again
+// after an inconclusive answer, so that the page answers.
+const reconcileWait = 5 * time.Second
+
+// oneRecord is a view of a store that lists only one record, so that a
+// sweep over it reconciles that record alone, and that keeps no sweep
+// position (the position records of the ledger's own sweepers stay as
+// they are).
+type oneRecord struct {
+	ledger.Store
+	key string
+	now func() time.Time
+}
+
+func (o *oneRecord) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
+	rec, err := o.Store.Get(ctx, o.key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.Limit <= 0 || !f.Matches(rec, o.now()) || (f.LeaseBefore.IsZero() && rec.State == ledger.StatePending) {
+		return nil, nil
+	}
+	return []ledger.Record{*rec}, nil
+}
+
+func (o *oneRecord) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	if strings.HasPrefix(key, reconcile.CursorTool) {
+		return nil, ledger.ErrNotFound
+	}
+	return o.Store.Get(ctx, key)
+}
+
+func (o *oneRecord) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimResult, error) {
+	if p.Tool == reconcile.CursorTool {
+		return ledger.ClaimResult{Previous: &ledger.Record{Key: p.Key, Tool: p.Tool, State: ledger.StatePending}}, nil
+	}
+	return o.Store.Claim(ctx, p)
+}
+
+// overviewRange is a time range of the overview.
+type overviewRange struct {
+	Name    string
+	Span    time.Duration
+	Buckets int
+}
+
+var ranges = []overviewRange{
+	{"1h", time.Hour, 12},
+	{"6h", 6 * time.Hour, 24},
+	{"24h", 24 * time.Hour, 24},
+	{"7d", 7 * 24 * time.Hour, 28},
+}
+
+// bucketCap bounds the done and failed records the overview reads per
+// time bucket, and stuckCap the uncertain and pending ones it reads over
+// the whole range: a chart with more shows its counts as "at least".
+const (
+	bucketCap = 100
+	stuckCap  = 1000
+)
+
+// outcome is a column of the overview: a state, or resolved by hand.
+type outcome string
+
+const (
+	outDone      outcome = "done"
+	outFailed    outcome = "failed"
+	outUncertain outcome = "uncertain"
+	outPending   outcome = "pending"
+	outResolved  outcome = "resolved"
+)
+
+var outcomes = []outcome{outDone, outFailed, outUncertain, outPending, outResolved}
+
+// bucket is one time bucket of the overview.
+type bucket struct {
+	From, To time.Time
+	Counts   map[outcome]int
+	Capped   bool // some state had more than bucketCap records in it
+}
+
+// overview is what the overview page shows.
+type overview struct {
+	Range           overviewRange
+	Tool            string
+	Buckets         []bucket
+	Totals          map[outcome]int
+	ByTool          map[string]map[outcome]int
+	Tools           []string
+	Capped          bool
+	lapsed          int // pending records whose lease ran out before now
+	OldestUncertain *ledger.Record
+	OldestLapsed    *ledger.Record
+	// HandRate is the share of the settled records (done or failed) an
+	// operator settled; StuckRate the share of all records that are
+	// uncertain or pending past their lease.
+	HandRate, StuckRate float64
+}
+
+// settledBy reports a record an operator settled by hand (Resolve).
+func settledBy(r *ledger.Record) outcome {
+	if r.ResolvedBy() != "" {
+		return outResolved
+	}
+	return ""
+}
+
+// overviewOf counts the records settled (or whose lease ends) in each
+// bucket of rng before now, per state, reading at most bucketCap records
+// per state and bucket from the state index.
+func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string, now time.Time) (*overview, error) {
+	ov := &overview{Range: rng, Tool: tool, Totals: map[outcome]int{}, ByTool: map[string]map[outcome]int{}}
+	step := rng.Span / time.Duration(rng.Buckets)
+	end := now.Truncate(step).Add(step)
+	start := end.Add(-rng.Span)
+	ov.Buckets = make([]bucket, rng.Buckets)
+	for i := range ov.Buckets {
+		ov.Buckets[i] = bucket{From: start.Add(time.Duration(i) * step), To: start.Add(time.Duration(i+1) * step), Counts: map[outcome]int{}}
+	}
+	// Done and failed records, the many, are read per bucket, at most
+	// bucketCap of each; uncertain and pending ones, the few, in one
+	// listing each over the whole range, at most stuckCap of them.
+	type cell struct {
+		recs   []ledger.Record
+		capped bool
+	}
+	settled := []ledger.State{ledger.StateDone, ledger.StateFailed}
+	cells := make([][]cell, len(ov.Buckets))
+	var stuck [2]cell
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	list := func(st ledger.State, from, to time.Time, limit int, out *cell) func() error {
+		return func() error {
+			recs, err := c.cfg.Store.List(gctx, ledger.Filter{State: st, LeaseBefore: to, Limit: limit + 1,
+				After: ledger.Cursor{LeaseUntil: from}}) // every key sorts after "": the records from `from` on
+			if err != nil {
+				return err
+			}
+			*out = cell{recs: recs[:min(len(recs), limit)], capped: len(recs) > limit}
+			return nil
+		}
+	}
+	for i, b := range ov.Buckets {
+		cells[i] = make([]cell, len(settled))
+		for j, st := range settled {
+			g.Go(list(st, b.From, b.To, bucketCap, &cells[i][j]))
+		}
+	}
+	for j, st := range []ledger.State{ledger.StateUncertain, ledger.StatePending} {
+		g.Go(list(st, start, end, stuckCap, &stuck[j]))
+	}
+	g.Go(func() error {
+		recs, err := c.cfg.Store.List(gctx, ledger.Filter{State: ledger.StateUncertain, Limit: 1})
+		if len(recs) > 0 {
+			ov.OldestUncertain = &recs[0]
+		}
+		return err
+	})
+	g.Go(func() error {
+		recs, err := c.cfg.Store.List(gctx, ledger.Filter{State: ledger.StatePending, LeaseBefore: now, Limit: 1})
+		if len(recs) > 0 {
+			ov.OldestLapsed = &recs[0]
+		}
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, st := range stuck { // into the cells of their buckets
+		if st.capped {
+			ov.Capped = true
+		}
+		for _, r := range st.recs {
+			i := int(r.LeaseUntil.Sub(start) / step)
+			if i >= 0 && i < len(cells) {
+				cells[i] = append(cells[i], cell{recs: []ledger.Record{r}})
+			}
+		}
+	}
+	tools := map[string]bool{}
+	for i := range cells {
+		b := &ov.Buckets[i]
+		for j := range cells[i] {
+			if cells[i][j].capped {
+				b.Capped, ov.Capped = true, true
+			}
+			for k := range cells[i][j].recs {
+				r := &cells[i][j].recs[k]
+				if r.Tool == reconcile.CursorTool {
+					continue
+				}
+				tools[r.Tool] = true
+				if tool != "" && r.Tool != tool {
+					continue
+				}
+				out := []outcome{outcome(r.State)}
+				if by := settledBy(r); by != "" {
+					out = append(out, by)
+				}
+				if ov.ByTool[r.Tool] == nil {
+					ov.ByTool[r.Tool] = map[outcome]int{}
+				}
+				if r.State == ledger.StatePending && r.LeaseExpired(now) {
+					ov.lapsed++
+				}
+				for _, o := range out {
+					b.Counts[o]++
+					ov.Totals[o]++
+					ov.ByTool[r.Tool][o]++
+				}
+			}
+		}
+	}
+	for t := range tools {
+		ov.Tools = append(ov.Tools, t)
+	}
+	slices.Sort(ov.Tools)
+	if settled := ov.Totals[outDone] + ov.Totals[outFailed]; settled > 0 {
+		ov.HandRate = float64(ov.Totals[outResolved]) / float64(settled)
+	}
+	if all := ov.Totals[outDone] + ov.Totals[outFailed] + ov.Totals[outUncertain] + ov.Totals[outPending]; all > 0 {
+		ov.StuckRate = float64(ov.Totals[outUncertain]+ov.lapsed) / float64(all)
+	}
+	return ov, nil
+}
