@@ -18,7 +18,7 @@ GO       ?= go
 # integration modules), and the workspaces of the integrations whose
 # dependencies cannot join it (each directory holds its own go.work).
 PKGS     ?= work
-WORKSPACES ?=
+WORKSPACES ?= agent/genkit
 TESTLOG  ?= .tmp/test.log
 
 .PHONY: demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
