@@ -3,6 +3,7 @@ package idemkit_test
 import (
 	"go/build"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,4 +76,37 @@ func within(pkg, rule string) bool {
 		return strings.HasPrefix(pkg, rule)
 	}
 	return pkg == rule || strings.HasPrefix(pkg, rule+"/")
+}
+
+// frameworks are the module paths of the agent frameworks and model SDKs
+// that integrations use: each integration is a module of its own, so the
+// core module requires none of them (not even indirectly).
+var frameworks = []string{
+	"github.com/anthropics/anthropic-sdk-go",
+	"github.com/openai/openai-go",
+	"github.com/cloudwego/eino",
+	"github.com/firebase/genkit",
+	"go.temporal.io/sdk",
+	"github.com/dbos-inc/dbos-transact-golang",
+}
+
+// TestCoreRequiresNoFramework checks the root go.mod: a user of the core
+// compiles no framework.
+func TestCoreRequiresNoFramework(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(fields) == 0 {
+			continue
+		}
+		for _, f := range frameworks {
+			if fields[0] == f || strings.HasPrefix(fields[0], f+"/") {
+				t.Errorf("go.mod requires %s: an integration's dependency belongs in its own module", fields[0])
+			}
+		}
+	}
 }
