@@ -14,7 +14,11 @@
 #   make lambda-build  the Lambda example's bootstrap for linux/arm64
 
 GO       ?= go
-PKGS     ?= ./...
+# Every package of the root workspace (go.work: the core module and the
+# integration modules), and the workspaces of the integrations whose
+# dependencies cannot join it (each directory holds its own go.work).
+PKGS     ?= work
+WORKSPACES ?=
 TESTLOG  ?= .tmp/test.log
 
 .PHONY: demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
@@ -40,7 +44,7 @@ readme-demo:
 # through fakes/stripefake/stripemocktest.
 test: vet
 	@mkdir -p $(dir $(TESTLOG))
-	@bash scripts/gotest.sh $(TESTLOG) -race -count=1 -timeout 25m $(PKGS)
+	@GOTEST_WORKSPACES='$(WORKSPACES)' bash scripts/gotest.sh $(TESTLOG) -race -count=1 -timeout 25m -- $(PKGS)
 
 # An incompatible change to a stable package fails the check unless
 # CHANGELOG.md's unreleased section names it (scripts/apicheck; apidiff is
@@ -53,8 +57,8 @@ api-snapshot:
 
 # go vet compiles every package first: minutes on a cold build cache.
 vet:
-	@echo "go vet $(PKGS): compiling and checking every package"
-	@start=$$(date +%s); $(GO) vet $(PKGS) && echo "vet: ok in $$(( $$(date +%s) - start ))s"
+	@echo "go vet $(PKGS) $(WORKSPACES): compiling and checking every package of every module"
+	@start=$$(date +%s); $(GO) vet $(PKGS) && for d in $(WORKSPACES); do $(GO) -C $$d vet work || exit 1; done && echo "vet: ok in $$(( $$(date +%s) - start ))s"
 
 # The benchmarks start what they need, as the tests do (dynalite,
 # PostgreSQL, Redis). Go's benchmark format, kept in .tmp/bench.txt for

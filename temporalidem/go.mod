@@ -3,7 +3,7 @@ module github.com/idemkit/idemkit/temporalidem
 go 1.26.0
 
 require (
-	github.com/idemkit/idemkit v0.2.0
+	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
 	go.temporal.io/sdk v1.51.0
 )
 
