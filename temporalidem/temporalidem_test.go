@@ -345,3 +345,38 @@ func TestOutsideActivity(t *testing.T) {
 		t.Fatalf("err = %v, ran = %v; want ErrNotActivity and nothing run", err, ran)
 	}
 }
+
+// The same order done earlier in the workflow with another recipient is a
+// conflict: a non-retryable error, and no second receipt.
+func TestConflictIsNotRetried(t *testing.T) {
+	t.Parallel()
+	srv := mailfake.NewServer(nil)
+	defer srv.Close()
+	mailer := mail.New(srv.URL, &mail.Config{IndexLag: time.Hour})
+	exec := client.New(ledgermem.New(nil), nil)
+	send := sendWithIdemkit(t, exec, mailer, temporalidem.Options[Sent]{
+		Validated: []temporalidem.Key{{Expr: "to", Norm: client.Email}},
+	})
+	for i, to := range []string{"ada@example.com", "bob@example.com"} {
+		attempts := 0
+		env := newEnv(suite(), "order-D-4", func(ctx context.Context, in Receipt) (Sent, error) {
+			attempts++
+			return send(ctx, in)
+		})
+		env.ExecuteWorkflow(receiptWorkflow, Receipt{OrderID: "D-4", To: to, Text: "Thanks"})
+		err := env.GetWorkflowError()
+		if i == 0 {
+			if err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || appErr.Type() != temporalidem.ErrTypeConflict || !appErr.NonRetryable() || attempts != 1 {
+			t.Fatalf("second run: error %v after %d attempts, want one non-retryable %s", err, attempts, temporalidem.ErrTypeConflict)
+		}
+	}
+	if n := receiptsSent(srv); n != 1 {
+		t.Fatalf("receipts sent = %d, want 1", n)
+	}
+}
