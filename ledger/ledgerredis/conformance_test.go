@@ -97,3 +97,16 @@ func TestConformanceCluster(t *testing.T) {
 		}
 	})
 }
+
+// Two Stores on one prefix, each with a client of its own, as two
+// processes would share the ledger.
+func TestWatchConformance(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	ledgertest.RunWatch(t, func(t *testing.T, clock clock.Clock) (ledger.Store, ledger.Store) {
+		prefix := redistest.Prefix(t, url)
+		a := ledgerredis.New(redistest.NewClient(t, url), &ledgerredis.Config{Clock: clock, Prefix: prefix})
+		b := ledgerredis.New(redistest.NewClient(t, url), &ledgerredis.Config{Clock: clock, Prefix: prefix})
+		return a, b
+	})
+}
