@@ -76,8 +76,8 @@ type entry struct {
 }
 
 var (
-	_ ledger.Store  = (*Store)(nil)
-	_ io.Closer     = (*Store)(nil)
+	_ ledger.Store   = (*Store)(nil)
+	_ io.Closer      = (*Store)(nil)
 	_ ledger.Purger  = (*Store)(nil)
 	_ ledger.Watcher = (*Store)(nil)
 )

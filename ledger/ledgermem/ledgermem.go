@@ -39,8 +39,8 @@ type Store struct {
 }
 
 var (
-	_ ledger.Store  = (*Store)(nil)
-	_ io.Closer     = (*Store)(nil)
+	_ ledger.Store   = (*Store)(nil)
+	_ io.Closer      = (*Store)(nil)
 	_ ledger.Purger  = (*Store)(nil)
 	_ ledger.Watcher = (*Store)(nil)
 )

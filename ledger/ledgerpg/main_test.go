@@ -7,13 +7,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idemkit/internal/ledgerbench"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 )
 
 // TestMain runs the tests, or the body of a child process of
-// TestMultiProcess when the environment asks for one.
+// TestMultiProcess or BenchmarkContentionProcesses when the environment
+// asks for one.
 func TestMain(m *testing.M) {
+	ledgerbench.Child(benchChild)
 	if os.Getenv(envChild) != "" {
 		os.Exit(childProcess())
 	}

@@ -2,6 +2,7 @@ package ledgerredis_test
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,9 +140,42 @@ func BenchmarkParallelFresh(b *testing.B) {
 	ledgerbench.ParallelFresh(b, store, 16)
 }
 
-// 64 callers, each with its own executor on one Redis, make the same call
-// at once; the tool takes 50 ms. See ledgerbench.Contention.
+// 64 callers in this process, each with its own executor on one Redis,
+// make the same call at once; the tool takes 50 ms. A waiter is woken in
+// this process by the holder's settle. See ledgerbench.Contention;
+// BenchmarkContentionProcesses is the case of callers in separate
+// processes.
 func BenchmarkContention(b *testing.B) {
 	_, store, _ := benchSetup(b)
 	ledgerbench.Contention(b, func() ledger.Store { return store }, 64, 50*time.Millisecond)
+}
+
+// Environment of BenchmarkContentionProcesses's caller processes.
+const (
+	envBenchURL    = "LEDGERREDIS_BENCH_URL"
+	envBenchPrefix = "LEDGERREDIS_BENCH_PREFIX"
+)
+
+// benchChild opens the Store of a caller process of
+// BenchmarkContentionProcesses.
+func benchChild() (ledger.Store, error) {
+	opts, err := redis.ParseURL(os.Getenv(envBenchURL))
+	if err != nil {
+		return nil, err
+	}
+	return ledgerredis.New(redis.NewClient(opts), &ledgerredis.Config{Prefix: os.Getenv(envBenchPrefix)}), nil
+}
+
+// 64 callers, each an OS process with its own client of one Redis, make
+// the same call at once; the tool takes 50 ms. A waiter learns that the
+// holder settled through the ledger's watch (the settle's PUBLISH), or in
+// poll by polling it. See ledgerbench.ContentionProcesses.
+func BenchmarkContentionProcesses(b *testing.B) {
+	url := redistest.URL(b)
+	for _, mode := range []string{"watch", "poll"} {
+		b.Run(mode, func(b *testing.B) {
+			env := []string{envBenchURL + "=" + url, envBenchPrefix + "=" + redistest.Prefix(b, url)}
+			ledgerbench.ContentionProcesses(b, env, 64, 50*time.Millisecond, mode == "poll")
+		})
+	}
 }

@@ -63,10 +63,10 @@ type Stats struct {
 // ends. So the disk syncs one batch while the next one runs, and there is
 // one commit per sync, whatever the number of callers.
 type writer struct {
-	conn    *sql.Conn
-	verify  func() error
-	failed  func(op string, err error) error
-	sync    func() error // makes every commit so far durable; nil: SQLite does
+	conn   *sql.Conn
+	verify func() error
+	failed func(op string, err error) error
+	sync   func() error // makes every commit so far durable; nil: SQLite does
 	// settled, if set, signals that a commit settled records (Complete,
 	// Fail): called once it is durable, before its writes are answered.
 	settled func()
