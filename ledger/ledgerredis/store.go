@@ -185,7 +185,7 @@ type Store struct {
 	reindexMu sync.Mutex
 	reindexed bool // every bucket's state indexes are complete (indexed)
 
-	watching watching // Watch (watch.go)
+	watching *watching // Watch (watch.go)
 }
 
 var (
@@ -198,7 +198,7 @@ var (
 // is the caller's job. New does not look at the server: call Store.Check
 // to refuse a server that could lose or evict claims, as OpenURL does.
 func New(client redis.UniversalClient, cfg *Config) *Store {
-	s := &Store{c: client, clock: clock.System{}, prefix: DefaultPrefix,
+	s := &Store{c: client, clock: clock.System{}, prefix: DefaultPrefix, watching: &watching{},
 		waitTimeout: DefaultWaitTimeout, pendingGrace: DefaultPendingGrace.Milliseconds()}
 	if cfg == nil {
 		return s

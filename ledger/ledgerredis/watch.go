@@ -55,7 +55,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(),
 	if key == "" {
 		return nil, nil, fmt.Errorf("ledgerredis: watch: %w: key is required", ledger.ErrInvalid)
 	}
-	w := &s.watching
+	w := s.watching
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -119,7 +119,7 @@ func (w *watching) receive(ps *redis.PubSub) {
 
 // closeWatch ends the subscription.
 func (s *Store) closeWatch() error {
-	w := &s.watching
+	w := s.watching
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {

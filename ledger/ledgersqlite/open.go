@@ -37,7 +37,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	dsn := fileDSN(abs)
-	s := &Store{clock: c.Clock, path: abs}
+	s := &Store{clock: c.Clock, path: abs, watching: &watching{}}
 	if s.w, err = sql.Open("sqlite", dsn+"&_busy_timeout=0"); err != nil {
 		return nil, s.unavailable("open", err)
 	}

@@ -65,7 +65,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(),
 	if err := s.refused(); err != nil {
 		return nil, nil, err
 	}
-	w := &s.watching
+	w := s.watching
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s.closed.Load() {
@@ -104,7 +104,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(),
 // closeWatch stops the file-change notification and closes the signal
 // file.
 func (s *Store) closeWatch() error {
-	w := &s.watching
+	w := s.watching
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var err error
