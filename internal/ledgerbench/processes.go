@@ -60,6 +60,17 @@ func child(open func() (ledger.Store, error), took time.Duration, run string, po
 	var store ledger.Store = s
 	if poll {
 		store = struct{ ledger.Store }{s} // no Watch: the waiters poll
+	} else if w, ok := s.(ledger.Watcher); ok {
+		// A process that waits now and then has its listener up (a
+		// PostgreSQL connection, a Redis subscription): the first Watch
+		// opens it, here rather than in a timed round. Under load, a
+		// process's first wait may come rounds after the start, when the
+		// others answered it from the done record before.
+		_, stop, err := w.Watch(context.Background(), "ledgerbench-prime")
+		if err != nil {
+			return fmt.Errorf("watch: %w", err)
+		}
+		stop()
 	}
 	exec := client.New(store, nil)
 	if err := exec.Register(sendReply(took, nil)); err != nil {
