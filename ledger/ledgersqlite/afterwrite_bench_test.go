@@ -14,9 +14,10 @@ import (
 // BenchmarkReplayAfterWrite times a replay (a Claim of one of 1,000 done
 // keys) in three situations, in every iteration: right after a fresh
 // action (Claim and Complete of a new key), right after that replay (back
-// to back), and after 5 ms asleep. Beside them, the same with raw
+// to back), and after 5 ms asleep: the parts after, back and slept. Beside them, the same with raw
 // database/sql: one SELECT of the record on a read-only handle right
-// after a write by another connection, and back to back. The ratios
+// after a write by another connection, and back to back (rawafter,
+// rawback). The ratios
 // after/back tell how much of a replay's cost after a write is the store's
 // (store) and how much SQLite's and the machine's (raw: a reader whose
 // database changed since its last read starts with an empty page cache).
@@ -91,11 +92,12 @@ func BenchmarkReplayAfterWrite(b *testing.B) {
 		rawBack += read(key)
 	}
 	f := float64(n)
-	b.ReportMetric(float64(after)/f, "after-write-ns/op")
-	b.ReportMetric(float64(back)/f, "back-to-back-ns/op")
-	b.ReportMetric(float64(slept)/f, "after-sleep-ns/op")
-	b.ReportMetric(float64(rawAfter)/f, "raw-after-write-ns/op")
-	b.ReportMetric(float64(rawBack)/f, "raw-back-to-back-ns/op")
+	b.ReportMetric(float64(after)/f, "after-ns/op")
+	b.ReportMetric(float64(back)/f, "back-ns/op")
+	b.ReportMetric(float64(slept)/f, "slept-ns/op")
+	b.ReportMetric(float64(rawAfter)/f, "rawafter-ns/op")
+	b.ReportMetric(float64(rawBack)/f, "rawback-ns/op")
 	b.ReportMetric(float64(after)/float64(back), "after/back")
-	b.ReportMetric(float64(rawAfter)/float64(rawBack), "raw-after/back")
+	b.ReportMetric(float64(slept)/float64(back), "slept/back")
+	b.ReportMetric(float64(rawAfter)/float64(rawBack), "rawafter/rawback")
 }
