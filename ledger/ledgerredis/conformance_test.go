@@ -90,6 +90,17 @@ func TestConformanceCluster(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 		return ledgerredis.New(cluster, &ledgerredis.Config{Clock: clock, Prefix: redistest.Prefix(t, srv.URL)})
 	})
+	// The settle scripts PUBLISH on a cluster too; a cluster client
+	// subscribes through one of its nodes.
+	t.Run("Watch", func(t *testing.T) {
+		ledgertest.RunWatch(t, func(t *testing.T, clock clock.Clock) (ledger.Store, ledger.Store) {
+			prefix := redistest.Prefix(t, srv.URL)
+			other := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Options().Addr}})
+			t.Cleanup(func() { other.Close() })
+			return ledgerredis.New(cluster, &ledgerredis.Config{Clock: clock, Prefix: prefix}),
+				ledgerredis.New(other, &ledgerredis.Config{Clock: clock, Prefix: prefix})
+		})
+	})
 	t.Run("WaitReplicas", func(t *testing.T) {
 		store := ledgerredis.New(cluster, &ledgerredis.Config{Prefix: redistest.Prefix(t, srv.URL), WaitReplicas: 1, WaitTimeout: time.Millisecond})
 		if _, err := store.Claim(ctx, params("k", "owner-a", time.Now())); !errors.Is(err, ledgerredis.ErrNotReplicated) {
