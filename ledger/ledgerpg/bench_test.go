@@ -276,12 +276,11 @@ func benchChild() (ledger.Store, error) {
 // off). See ledgerbench.ContentionProcesses.
 func BenchmarkContentionProcesses(b *testing.B) {
 	ctx := context.Background()
-	srv, err := pgtest.Start(ctx)
+	url, err := contention.start()
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = srv.Stop() })
-	pool, err := pgxpool.New(ctx, srv.URL)
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -295,8 +294,39 @@ func BenchmarkContentionProcesses(b *testing.B) {
 	}
 	for _, mode := range []string{"watch", "poll"} {
 		b.Run(mode, func(b *testing.B) {
-			env := []string{envBenchURL + "=" + srv.URL, envBenchSchema + "=" + cfg.Schema}
+			env := []string{envBenchURL + "=" + url, envBenchSchema + "=" + cfg.Schema}
 			ledgerbench.ContentionProcesses(b, env, 64, 50*time.Millisecond, mode == "poll")
 		})
 	}
+}
+
+// contention is the server of BenchmarkContentionProcesses, started once
+// per test binary (by its first run) and stopped by TestMain.
+var contention contentionServer
+
+type contentionServer struct {
+	mu  sync.Mutex
+	srv *pgtest.Server
+}
+
+func (c *contentionServer) start() (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.srv == nil {
+		srv, err := pgtest.Start(context.Background())
+		if err != nil {
+			return "", err
+		}
+		c.srv = srv
+	}
+	return c.srv.URL, nil
+}
+
+func (c *contentionServer) stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.srv == nil {
+		return nil
+	}
+	return c.srv.Stop()
 }

@@ -20,7 +20,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		os.Exit(childProcess())
 	}
-	os.Exit(pgtest.Main(m.Run))
+	os.Exit(pgtest.Main(func() int {
+		defer contention.stop()
+		return m.Run()
+	}))
 }
 
 // newStore returns a store on a migrated table in a schema of its own,
