@@ -3,12 +3,14 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 
 // waiting returns how many callers wait for key's settle signal.
@@ -288,6 +290,45 @@ func TestWaiterWokenByLedgerWatch(t *testing.T) {
 	t.Parallel()
 	mem := ledgermem.New(nil)
 	store := &watchingStore{Store: mem}
+	wokenByWatch(t, mem, store, func() int64 { return store.watches.Load() }, func() int64 { return store.stops.Load() })
+}
+
+// The same through two SQLite Stores on one file, as two processes open
+// it: the waiter is woken through the ledger's signal file.
+func TestWaiterWokenBySQLiteWatch(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	holder, err := ledgersqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	waiter, err := ledgersqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { waiter.Close() })
+	store := &watchingSQLite{Store: waiter}
+	wokenByWatch(t, holder, store, func() int64 { return store.watches.Load() }, func() int64 { return 1 })
+}
+
+// watchingSQLite counts the watches of a SQLite Store.
+type watchingSQLite struct {
+	*ledgersqlite.Store
+	watches atomic.Int64
+}
+
+func (s *watchingSQLite) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	s.watches.Add(1)
+	return s.Store.Watch(ctx, key)
+}
+
+// wokenByWatch runs a call whose tool waits in an Executor on holderStore
+// and the same call in another, on store, with signals of their own and
+// polls an hour apart, and checks that the second is answered with the
+// first's effect once the first settles: only store's watch can wake it.
+// watches and stops count the watches of store.
+func wokenByWatch(t *testing.T, holderStore, store ledger.Store, watches, stops func() int64) {
 	started, finish := make(chan struct{}), make(chan struct{})
 	var runs atomic.Int64
 	tool := Tool{
@@ -301,7 +342,7 @@ func TestWaiterWokenByLedgerWatch(t *testing.T) {
 			return Effect{Summary: "sent once", Ref: "msg_1"}, nil
 		},
 	}
-	holder := New(mem, nil)
+	holder := New(holderStore, nil)
 	waiter := New(store, &Config{Wait: time.Hour})
 	waiter.poll = time.Hour
 	holder.wakes, waiter.wakes = newWakeups(), newWakeups()
@@ -326,7 +367,7 @@ func TestWaiterWokenByLedgerWatch(t *testing.T) {
 		r, _ := waiter.Execute(context.Background(), "run", call)
 		waited <- r
 	}()
-	for deadline := time.Now().Add(10 * time.Second); waiter.wakes.waiting(key) == 0 || store.watches.Load() == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); waiter.wakes.waiting(key) == 0 || watches() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the second caller never started watching")
 		}
@@ -346,7 +387,7 @@ func TestWaiterWokenByLedgerWatch(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times", n)
 	}
-	if w, s := store.watches.Load(), store.stops.Load(); w != 1 || s != 1 {
+	if w, s := watches(), stops(); w != 1 || s != 1 {
 		t.Fatalf("%d watches, %d stopped; want 1 and 1", w, s)
 	}
 }
