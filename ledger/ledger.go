@@ -457,7 +457,9 @@ type Purger interface {
 // nothing happened to key (a store may signal every write it sees), so a
 // woken caller reads the record to learn what changed. A settle committed
 // before Watch returned is not signalled: the caller reads the record
-// once after Watch returns. A signal can be lost when the store's
+// once after Watch returns. A store may signal only the settles of a
+// record that was pending when Watch returned (the caller watches a
+// record it found in flight). A signal can be lost when the store's
 // connection to its backend breaks, so a caller still polls, if rarely.
 //
 // stop releases the watch; it is safe to call more than once. Watch

@@ -43,3 +43,6 @@ func Before5(s *Store) *Store {
 func PurgeQuery(s *Store, before time.Time) (string, []any) {
 	return s.sql.purge, []any{s.mode, ms(before), s.batch}
 }
+
+// Channel is the notification channel of the table schema.table.
+func Channel(schema, table string) string { return settledChannel(schema, table) }

@@ -69,8 +69,8 @@ type Config struct {
 	// NoListen makes Watch return ledger.ErrNoWatch, so that callers
 	// waiting for a record held elsewhere poll it: set it where LISTEN
 	// does not work, behind PgBouncer (or another pooler) in transaction
-	// pooling mode. Settles still notify, for Stores that listen on a
-	// direct connection.
+	// pooling mode. Settles still notify the records that Stores
+	// listening on a direct connection watch.
 	NoListen bool
 }
 
@@ -166,10 +166,9 @@ func newStatements(schema, table string) *statements {
 		// The owner's writes are functions (migration 5) that return whether
 		// they applied: a row of SELECT when they did.
 		// Complete and Fail notify the table's channel with the key
-		// (Watch) when they applied: the target list is evaluated only
-		// for the row that passes WHERE.
-		complete: `SELECT pg_notify('` + settledChannel(schema, table) + `', $1) WHERE ` + fn("complete") + `($1, $2, $3, $4, $5, $6, $7, $8)`,
-		fail:     `SELECT pg_notify('` + settledChannel(schema, table) + `', $1) WHERE ` + fn("fail") + `($1, $2, $3, $4, $5, $6, $7)`,
+		// themselves (migration 6), only for a record a Watch marked.
+		complete: `SELECT 1 WHERE ` + fn("complete") + `($1, $2, $3, $4, $5, $6, $7, $8)`,
+		fail:     `SELECT 1 WHERE ` + fn("fail") + `($1, $2, $3, $4, $5, $6, $7)`,
 		extend:   `SELECT 1 WHERE ` + fn("extend") + `($1, $2, $3, $4)`,
 		get:      `SELECT ` + recordCols + ` FROM ` + t + ` WHERE ` + visible + ` AND key = $2`,
 		// Bounded, and skipping rows a claim holds, so that a purge never
