@@ -330,3 +330,26 @@ func (c *contentionServer) stop() error {
 	}
 	return c.srv.Stop()
 }
+
+// 16 callers of fresh actions at once, as BenchmarkParallelFresh, with
+// the settles of this version, which notify only a watched record (none
+// here), beside those of the version before, which notified every settle
+// and so took the cluster's NOTIFY lock at each commit: compare their
+// ns/op in one run.
+func BenchmarkParallelFreshNotify(b *testing.B) {
+	for _, every := range []bool{false, true} {
+		name := "watched-only"
+		if every {
+			name = "every-settle"
+		}
+		b.Run(name, func(b *testing.B) {
+			pool := pgtest.Pool(b)
+			schema := pgtest.Schema(b, pool)
+			s := newStore(b, pool, &ledgerpg.Config{Schema: schema, ExecMode: pgx.QueryExecModeCacheStatement})
+			if every {
+				s = ledgerpg.NotifyEverySettle(s, schema)
+			}
+			ledgerbench.ParallelFresh(b, s, 16)
+		})
+	}
+}
