@@ -38,9 +38,11 @@ type counters struct {
 //
 // A call that waits for a duplicate in flight is woken as soon as a run in
 // this process settles the action, through a registry that every Executor
-// of the process shares, keyed by action key; a holder in another process
-// is polled for. A waiter on another ledger that is woken by mistake reads
-// its own record and waits on.
+// of the process shares, keyed by action key. A holder in another process
+// is watched for when the Store is a ledger.Watcher (the SQLite, PostgreSQL
+// and Redis ledgers are: the caller is woken by the ledger when the holder
+// settles) and polled for otherwise. A waiter on another ledger that is
+// woken by mistake reads its own record and waits on.
 type Executor struct {
 	store ledger.Store
 	cfg   Config
@@ -58,8 +60,13 @@ type Executor struct {
 
 // waitPoll bounds the interval of waitSettled's polls: a duplicate whose
 // first attempt runs in another process learns of its end this late at
-// most.
+// most, unless its Store watches the key (ledger.Watcher).
 const waitPoll = 25 * time.Millisecond
+
+// watchPoll bounds the interval of waitSettled's polls while its Store
+// watches the key: a signal lost with a broken connection is made up for
+// this late at most.
+const watchPoll = time.Second
 
 // New returns an Executor that records actions in store. cfg may be nil.
 // A nil store is a programming error: New panics at once rather than at the

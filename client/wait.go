@@ -66,29 +66,40 @@ func (r *run) conflict(prev *ledger.Record) Result {
 // record, and returns the last record seen (nil if it disappeared). It
 // looks at the record whenever a run in this process settles the key (a
 // run that recorded it done on the same Store hands the record over), and
-// otherwise polls it with backoff, at most Executor.poll apart, for a
-// holder in another process.
+// whenever the Store, when it is a ledger.Watcher, signals that the key
+// may have settled anywhere. Otherwise it polls the record with backoff,
+// at most Executor.poll apart (watchPoll when the Store watches: its polls
+// only cover a lost signal), for a holder in another process.
 func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Record {
 	if r.e.cfg.Wait < 0 {
 		return prev
 	}
+	woken, release := r.e.wakes.wait(r.id.key)
+	defer func() { release() }()
+	poll, watched, stopWatch := r.e.poll, (<-chan struct{})(nil), func() {}
+	if w, ok := r.e.store.(ledger.Watcher); ok {
+		if ch, stop, err := w.Watch(ctx, r.id.key); err == nil {
+			poll, watched, stopWatch = max(poll, watchPoll), ch, stop
+		}
+	}
+	defer stopWatch()
 	// The options, not fields set afterwards: the constructor already
 	// fixed the first interval.
 	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(r.e.poll/5),
-		backoff.WithMaxInterval(r.e.poll),
+		backoff.WithInitialInterval(poll/5),
+		backoff.WithMaxInterval(poll),
 		backoff.WithMaxElapsedTime(r.e.cfg.Wait),
 	)
 	bc := backoff.WithContext(b, ctx)
-	woken, release := r.e.wakes.wait(r.id.key)
-	defer func() { release() }()
 	deadline := time.NewTimer(r.e.cfg.Wait)
 	defer deadline.Stop()
 	// The first look is at once if a run in this process settled an
 	// action between the claim that returned prev and the registration
-	// above (it signalled nobody); otherwise the record is the one the
-	// claim just read, and the first look is the first poll.
-	for first := r.e.wakes.count.Load() != r.settled; ; first = false {
+	// above (it signalled nobody), or if the Store watches the key (a
+	// settle elsewhere before the watch began signalled nobody either);
+	// otherwise the record is the one the claim just read, and the first
+	// look is the first poll.
+	for first := watched != nil || r.e.wakes.count.Load() != r.settled; ; first = false {
 		if !first {
 			d := bc.NextBackOff()
 			if d == backoff.Stop {
@@ -102,6 +113,8 @@ func (r *run) waitSettled(ctx context.Context, prev *ledger.Record) *ledger.Reco
 			case <-deadline.C:
 				t.Stop()
 				return prev
+			case <-watched:
+				t.Stop()
 			case <-woken.ch:
 				t.Stop()
 				if rec := woken.handed(r.e.store, prev.Owner); rec != nil {

@@ -3,12 +3,14 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 
 // waiting returns how many callers wait for key's settle signal.
@@ -160,7 +162,8 @@ func heldElsewhere(t *testing.T, store, ledgerStore ledger.Store, ticket, holder
 func TestWaiterPollsForAnotherProcess(t *testing.T) {
 	t.Parallel()
 	store := ledgermem.New(nil)
-	e, call, key := heldElsewhere(t, store, store, "poll-1", "elsewhere")
+	// countingStore hides the memory ledger's Watch: no signal comes.
+	e, call, key := heldElsewhere(t, &countingStore{Store: store}, store, "poll-1", "elsewhere")
 	ctx := context.Background()
 	waited := make(chan Result, 1)
 	go func() {
@@ -253,5 +256,169 @@ func TestSameStore(t *testing.T) {
 		if got := sameStore(tc.x, tc.y); got != tc.want {
 			t.Errorf("%s: sameStore = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// watchingStore is a Store of a ledger shared with other processes: it
+// has no settle signal of this process but watches the ledger, counting
+// the watches.
+type watchingStore struct {
+	*ledgermem.Store
+	watches, stops atomic.Int64
+	// before, if set, runs in Watch before the watch is registered.
+	before func()
+}
+
+func (s *watchingStore) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if s.before != nil {
+		s.before()
+	}
+	s.watches.Add(1)
+	ch, stop, err := s.Store.Watch(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ch, func() { s.stops.Add(1); stop() }, nil
+}
+
+// A caller waiting for a duplicate that a process elsewhere performs
+// (another Executor with signals of its own, on the same ledger) is woken
+// by the ledger's watch when the holder settles: its polls are an hour
+// apart, so no poll can answer it, and no signal of this process reaches
+// it. It stops its watch once answered.
+func TestWaiterWokenByLedgerWatch(t *testing.T) {
+	t.Parallel()
+	mem := ledgermem.New(nil)
+	store := &watchingStore{Store: mem}
+	wokenByWatch(t, mem, store, func() int64 { return store.watches.Load() }, func() int64 { return store.stops.Load() })
+}
+
+// The same through two SQLite Stores on one file, as two processes open
+// it: the waiter is woken through the ledger's signal file.
+func TestWaiterWokenBySQLiteWatch(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	holder, err := ledgersqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close() })
+	waiter, err := ledgersqlite.Open(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { waiter.Close() })
+	store := &watchingSQLite{Store: waiter}
+	wokenByWatch(t, holder, store, func() int64 { return store.watches.Load() }, func() int64 { return 1 })
+}
+
+// watchingSQLite counts the watches of a SQLite Store.
+type watchingSQLite struct {
+	*ledgersqlite.Store
+	watches atomic.Int64
+}
+
+func (s *watchingSQLite) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	s.watches.Add(1)
+	return s.Store.Watch(ctx, key)
+}
+
+// wokenByWatch runs a call whose tool waits in an Executor on holderStore
+// and the same call in another, on store, with signals of their own and
+// polls an hour apart, and checks that the second is answered with the
+// first's effect once the first settles: only store's watch can wake it.
+// watches and stops count the watches of store.
+func wokenByWatch(t *testing.T, holderStore, store ledger.Store, watches, stops func() int64) {
+	started, finish := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int64
+	tool := Tool{
+		Name:     "send_reply",
+		Identity: []Field{{Path: "ticketId", Norm: String}},
+		Run: func(ctx context.Context, inv Invocation) (Effect, error) {
+			if runs.Add(1) == 1 {
+				close(started)
+				<-finish
+			}
+			return Effect{Summary: "sent once", Ref: "msg_1"}, nil
+		},
+	}
+	holder := New(holderStore, nil)
+	waiter := New(store, &Config{Wait: time.Hour})
+	waiter.poll = time.Hour
+	holder.wakes, waiter.wakes = newWakeups(), newWakeups()
+	for _, e := range []*Executor{holder, waiter} {
+		if err := e.Register(tool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call := Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"watch-1"}`)}
+	key, err := tool.Key("run", call, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan Result, 1)
+	go func() {
+		r, _ := holder.Execute(context.Background(), "run", call)
+		held <- r
+	}()
+	<-started
+	waited := make(chan Result, 1)
+	go func() {
+		r, _ := waiter.Execute(context.Background(), "run", call)
+		waited <- r
+	}()
+	for deadline := time.Now().Add(10 * time.Second); waiter.wakes.waiting(key) == 0 || watches() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second caller never started watching")
+		}
+	}
+	close(finish)
+	select {
+	case r := <-waited:
+		if r.Outcome != AlreadyDone || r.Summary != "sent once" || r.Ref != "msg_1" {
+			t.Fatalf("waiter got %v %q (ref %q), want AlreadyDone with the first run's effect", r.Outcome, r.Text, r.Ref)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter was not woken by the ledger when the holder settled")
+	}
+	if r := <-held; r.Outcome != Executed {
+		t.Fatalf("holder got %v %q", r.Outcome, r.Text)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+	if w, s := watches(), stops(); w != 1 || s != 1 {
+		t.Fatalf("%d watches, %d stopped; want 1 and 1", w, s)
+	}
+}
+
+// A holder elsewhere that settles after the waiter's claim read the record
+// pending but before its watch began signals nobody: the waiter reads the
+// record once it watches, and its polls (an hour apart) cannot be what
+// answers it.
+func TestWaiterReadsOnceItWatches(t *testing.T) {
+	t.Parallel()
+	mem := ledgermem.New(nil)
+	store := &watchingStore{Store: mem}
+	e, call, key := heldElsewhere(t, store, mem, "watch-early", "elsewhere")
+	e.poll = time.Hour
+	e.wakes = newWakeups()
+	store.before = func() {
+		if err := mem.Complete(context.Background(), key, "elsewhere", ledger.Completion{Summary: "sent elsewhere"}); err != nil {
+			t.Error(err)
+		}
+	}
+	waited := make(chan Result, 1)
+	go func() {
+		r, _ := e.Execute(context.Background(), "run", call)
+		waited <- r
+	}()
+	select {
+	case r := <-waited:
+		if r.Outcome != AlreadyDone || r.Summary != "sent elsewhere" {
+			t.Fatalf("caller got %v %q, want AlreadyDone", r.Outcome, r.Text)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the caller missed the settle that came before its watch began")
 	}
 }

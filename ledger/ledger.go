@@ -443,3 +443,35 @@ type Purger interface {
 	// reports how many it deleted.
 	Purge(ctx context.Context, before time.Time) (int, error)
 }
+
+// Watcher is implemented by stores that can wake a caller waiting for a
+// record held by another caller, in this process or another, when that
+// record is settled, so that the caller need not poll it. The executor
+// uses it when its Store has it (client.Executor's wait for a duplicate
+// in flight) and polls otherwise.
+//
+// Watch returns a channel that receives a value after every Complete or
+// Fail of key, by any Store of the same ledger, that commits after Watch
+// has returned. The channel has a buffer of one: values are not counted,
+// and several settles may show as one. It may also receive a value when
+// nothing happened to key (a store may signal every write it sees), so a
+// woken caller reads the record to learn what changed. A settle committed
+// before Watch returned is not signalled: the caller reads the record
+// once after Watch returns. A store may signal only the settles of a
+// record that was pending when Watch returned (the caller watches a
+// record it found in flight). A signal can be lost when the store's
+// connection to its backend breaks, so a caller still polls, if rarely.
+//
+// stop releases the watch; it is safe to call more than once. Watch
+// returns an error, and no channel, when the store cannot watch (its
+// backend offers no notifications in this configuration, or is out of
+// reach): the caller then polls. A cancelled ctx ends the wait for the
+// watch to be registered, not the watch.
+type Watcher interface {
+	Watch(ctx context.Context, key string) (settled <-chan struct{}, stop func(), err error)
+}
+
+// ErrNoWatch is returned by Watch when a store cannot watch records in
+// its configuration (for example a PostgreSQL pool behind a transaction
+// pooler, where LISTEN does not work); callers poll instead.
+var ErrNoWatch = errors.New("ledger: watching records is not supported here")

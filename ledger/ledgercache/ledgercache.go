@@ -76,9 +76,10 @@ type entry struct {
 }
 
 var (
-	_ ledger.Store  = (*Store)(nil)
-	_ io.Closer     = (*Store)(nil)
-	_ ledger.Purger = (*Store)(nil)
+	_ ledger.Store   = (*Store)(nil)
+	_ io.Closer      = (*Store)(nil)
+	_ ledger.Purger  = (*Store)(nil)
+	_ ledger.Watcher = (*Store)(nil)
 )
 
 // New returns a Store caching the done records of next. cfg may be nil.
@@ -103,6 +104,17 @@ func New(next ledger.Store, cfg *Config) *Store {
 // Close releases nothing: next is the caller's to close. It is there so
 // that every backend's Store closes the same way.
 func (s *Store) Close() error { return nil }
+
+// Watch implements ledger.Watcher by passing the watch to the wrapped
+// store; it returns ledger.ErrNoWatch when that store is no
+// ledger.Watcher, and the caller polls.
+func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	w, ok := s.next.(ledger.Watcher)
+	if !ok {
+		return nil, nil, fmt.Errorf("ledgercache: %T: %w", s.next, ledger.ErrNoWatch)
+	}
+	return w.Watch(ctx, key)
+}
 
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() ledger.Store { return s.next }

@@ -184,3 +184,21 @@ func TestSizeBound(t *testing.T) {
 		t.Fatalf("the oldest record was not evicted: %v, %d requests", err, inner.n.Load()-before)
 	}
 }
+
+// A cache in front of a store that watches passes its watches on.
+func TestWatchConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.RunWatch(t, func(t *testing.T, clk clock.Clock) (ledger.Store, ledger.Store) {
+		mem := ledgermem.New(&ledgermem.Config{Clock: clk})
+		return ledgercache.New(mem, &ledgercache.Config{Clock: clk}), mem
+	})
+}
+
+// A cache in front of a store that does not watch says so.
+func TestWatchUnsupported(t *testing.T) {
+	t.Parallel()
+	s := ledgercache.New(struct{ ledger.Store }{ledgermem.New(nil)}, nil)
+	if _, _, err := s.Watch(context.Background(), "k"); !errors.Is(err, ledger.ErrNoWatch) {
+		t.Fatalf("Watch = %v, want ledger.ErrNoWatch", err)
+	}
+}

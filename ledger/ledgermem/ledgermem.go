@@ -4,7 +4,8 @@
 // Records live in a map guarded by one mutex; they are copied in and out, so
 // no caller shares a Result slice with the store. Times are kept at
 // millisecond precision in UTC, like the durable stores keep them. The store
-// passes the ledgertest conformance suite and implements ledger.Purger.
+// passes the ledgertest conformance suite and implements ledger.Purger and
+// ledger.Watcher (its settles signal the watches of the same Store).
 package ledgermem
 
 import (
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/clock"
+	"github.com/idemkit/idemkit/internal/watch"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -33,12 +35,14 @@ type Store struct {
 
 	mu      sync.Mutex
 	records map[string]*ledger.Record
+	watches watch.Hub
 }
 
 var (
-	_ ledger.Store  = (*Store)(nil)
-	_ io.Closer     = (*Store)(nil)
-	_ ledger.Purger = (*Store)(nil)
+	_ ledger.Store   = (*Store)(nil)
+	_ io.Closer      = (*Store)(nil)
+	_ ledger.Purger  = (*Store)(nil)
+	_ ledger.Watcher = (*Store)(nil)
 )
 
 // New returns an empty Store.
@@ -156,13 +160,31 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 		return err
 	}
 	result := bytes.Clone(c.Result)
-	return s.update(ctx, key, owner, func(r *ledger.Record, now time.Time) {
+	return s.settled(key, s.update(ctx, key, owner, func(r *ledger.Record, now time.Time) {
 		r.State, r.LeaseUntil, r.Reason = ledger.StateDone, now, ""
 		r.Summary, r.Ref, r.Result, r.Truncated = c.Summary, c.Ref, result, c.Truncated
 		if c.Retention > 0 {
 			r.ExpiresAt = now.Add(c.Retention)
 		}
-	})
+	}))
+}
+
+// settled signals the watches of key when err, a settle's, is nil.
+func (s *Store) settled(key string, err error) error {
+	if err == nil {
+		s.watches.Signal(key)
+	}
+	return err
+}
+
+// Watch implements ledger.Watcher: a Complete or Fail of key through s
+// signals the watches of key once the record is written.
+func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	ch, stop := s.watches.Add(key)
+	return ch, stop, nil
 }
 
 // Fail implements ledger.Store.
@@ -170,7 +192,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	return s.update(ctx, key, owner, func(r *ledger.Record, now time.Time) {
+	return s.settled(key, s.update(ctx, key, owner, func(r *ledger.Record, now time.Time) {
 		r.State, r.LeaseUntil, r.Reason = ledger.StateUncertain, now, f.Reason
 		if f.Definite {
 			r.State = ledger.StateFailed
@@ -180,7 +202,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 				r.ExpiresAt = now.Add(f.Retention)
 			}
 		}
-	})
+	}))
 }
 
 // Extend implements ledger.Store.

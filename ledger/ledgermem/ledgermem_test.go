@@ -15,3 +15,13 @@ func TestConformance(t *testing.T) {
 		return ledgermem.New(&ledgermem.Config{Clock: clock})
 	})
 }
+
+// The memory ledger is one Store: its watches see the settles written
+// through it.
+func TestWatchConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.RunWatch(t, func(t *testing.T, clock clock.Clock) (ledger.Store, ledger.Store) {
+		s := ledgermem.New(&ledgermem.Config{Clock: clock})
+		return s, s
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/internal/ledgerbench"
@@ -158,8 +160,11 @@ func BenchmarkParallelFresh(b *testing.B) {
 	ledgerbench.ParallelFresh(b, s, 16)
 }
 
-// 64 callers, each with its own executor on one table, make the same call
-// at once; the tool takes 50 ms. See ledgerbench.Contention.
+// 64 callers in this process, each with its own executor on one table,
+// make the same call at once; the tool takes 50 ms. A waiter is woken in
+// this process by the holder's settle. See ledgerbench.Contention;
+// BenchmarkContentionProcesses is the case of callers in separate
+// processes.
 func BenchmarkContention(b *testing.B) {
 	s, _, _, _ := benchSetup(b, pgx.QueryExecModeCacheStatement)
 	ledgerbench.Contention(b, func() ledger.Store { return s }, 64, 50*time.Millisecond)
@@ -237,4 +242,114 @@ func BenchmarkPurgeBlocking(b *testing.B) {
 		}
 		return expired
 	})
+}
+
+// Environment of BenchmarkContentionProcesses's caller processes.
+const (
+	envBenchURL    = "LEDGERPG_BENCH_URL"
+	envBenchSchema = "LEDGERPG_BENCH_SCHEMA"
+)
+
+// benchChild opens the Store of a caller process of
+// BenchmarkContentionProcesses: a pool of one connection (the listener of
+// Watch is a second one).
+func benchChild() (ledger.Store, error) {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(os.Getenv(envBenchURL))
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return ledgerpg.New(pool, &ledgerpg.Config{Schema: os.Getenv(envBenchSchema), ExecMode: pgx.QueryExecModeCacheStatement})
+}
+
+// 64 callers, each an OS process with its own pool, make the same call at
+// once on one table; the tool takes 50 ms. A waiter learns that the holder
+// settled through the ledger's watch (LISTEN/NOTIFY), or in poll by
+// polling it. The processes take two connections each (pool and
+// listener), more than the shared server may have free, so the benchmark
+// starts a server of its own (pgtest.Start: max_connections 200, fsync
+// off). See ledgerbench.ContentionProcesses.
+func BenchmarkContentionProcesses(b *testing.B) {
+	ctx := context.Background()
+	url, err := contention.start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	cfg := &ledgerpg.Config{Schema: "contention"}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS contention"); err != nil {
+		b.Fatal(err)
+	}
+	if err := ledgerpg.Migrate(ctx, pool, cfg); err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"watch", "poll"} {
+		b.Run(mode, func(b *testing.B) {
+			env := []string{envBenchURL + "=" + url, envBenchSchema + "=" + cfg.Schema}
+			ledgerbench.ContentionProcesses(b, env, 64, 50*time.Millisecond, mode == "poll")
+		})
+	}
+}
+
+// contention is the server of BenchmarkContentionProcesses, started once
+// per test binary (by its first run) and stopped by TestMain.
+var contention contentionServer
+
+type contentionServer struct {
+	mu  sync.Mutex
+	srv *pgtest.Server
+}
+
+func (c *contentionServer) start() (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.srv == nil {
+		srv, err := pgtest.Start(context.Background())
+		if err != nil {
+			return "", err
+		}
+		c.srv = srv
+	}
+	return c.srv.URL, nil
+}
+
+func (c *contentionServer) stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.srv == nil {
+		return nil
+	}
+	return c.srv.Stop()
+}
+
+// 16 callers of fresh actions at once, as BenchmarkParallelFresh, with
+// the settles of this version, which notify only a watched record (none
+// here), beside those of the version before, which notified every settle
+// and so took the cluster's NOTIFY lock at each commit: compare their
+// ns/op in one run.
+func BenchmarkParallelFreshNotify(b *testing.B) {
+	for _, every := range []bool{false, true} {
+		name := "watched-only"
+		if every {
+			name = "every-settle"
+		}
+		b.Run(name, func(b *testing.B) {
+			pool := pgtest.Pool(b)
+			schema := pgtest.Schema(b, pool)
+			s := newStore(b, pool, &ledgerpg.Config{Schema: schema, ExecMode: pgx.QueryExecModeCacheStatement})
+			if every {
+				s = ledgerpg.NotifyEverySettle(s, schema)
+			}
+			ledgerbench.ParallelFresh(b, s, 16)
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/ledger"
@@ -41,5 +42,27 @@ func TestConformanceInTx(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 		return s.InTx(tx)
+	})
+}
+
+// Two Stores on one table, each on a pool of its own, as two processes
+// would share the ledger: the watching Store listens on a connection of
+// its own.
+func TestWatchConformance(t *testing.T) {
+	t.Parallel()
+	shared := pgtest.Pool(t)
+	other, err := pgxpool.New(context.Background(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	ledgertest.RunWatch(t, func(t *testing.T, clock clock.Clock) (ledger.Store, ledger.Store) {
+		schema := pgtest.Schema(t, shared)
+		a := newStore(t, shared, &ledgerpg.Config{Clock: clock, Schema: schema})
+		b, err := ledgerpg.New(other, &ledgerpg.Config{Clock: clock, Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, b
 	})
 }

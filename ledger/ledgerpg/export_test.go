@@ -43,3 +43,20 @@ func Before5(s *Store) *Store {
 func PurgeQuery(s *Store, before time.Time) (string, []any) {
 	return s.sql.purge, []any{s.mode, ms(before), s.batch}
 }
+
+// Channel is the notification channel of the table schema.table.
+func Channel(schema, table string) string { return settledChannel(schema, table) }
+
+// NotifyEverySettle returns s with the settling statements of the
+// version before migration 6, which notify every settle (and, on a table
+// at version 6, once more for a watched one), for benchmarks.
+func NotifyEverySettle(s *Store, schema string) *Store {
+	c := *s
+	sql := *s.sql
+	ch := settledChannel(schema, DefaultTable)
+	fn := func(name string) string { return `"` + schema + `"."` + DefaultTable + "_" + name + `"` }
+	sql.complete = `SELECT pg_notify('` + ch + `', $1) WHERE ` + fn("complete") + `($1, $2, $3, $4, $5, $6, $7, $8)`
+	sql.fail = `SELECT pg_notify('` + ch + `', $1) WHERE ` + fn("fail") + `($1, $2, $3, $4, $5, $6, $7)`
+	c.sql = &sql
+	return &c
+}

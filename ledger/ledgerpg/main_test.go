@@ -7,17 +7,23 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idemkit/internal/ledgerbench"
 	"github.com/idemkit/idemkit/ledger/ledgerpg"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
 )
 
 // TestMain runs the tests, or the body of a child process of
-// TestMultiProcess when the environment asks for one.
+// TestMultiProcess or BenchmarkContentionProcesses when the environment
+// asks for one.
 func TestMain(m *testing.M) {
+	ledgerbench.Child(benchChild)
 	if os.Getenv(envChild) != "" {
 		os.Exit(childProcess())
 	}
-	os.Exit(pgtest.Main(m.Run))
+	os.Exit(pgtest.Main(func() int {
+		defer contention.stop()
+		return m.Run()
+	}))
 }
 
 // newStore returns a store on a migrated table in a schema of its own,

@@ -52,7 +52,7 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-var placeholderRE = regexp.MustCompile(`\{\{(table|q?index:[a-z_]+|func:[a-z_]+)\}\}`)
+var placeholderRE = regexp.MustCompile(`\{\{(table|channel|q?index:[a-z_]+|func:[a-z_]+)\}\}`)
 
 // Migrate creates or upgrades the ledger table that cfg names (nil: the
 // defaults) to the version this package needs, in one transaction. The
@@ -119,6 +119,8 @@ func migrate(ctx context.Context, db Beginner, cfg *Config, upto int) (err error
 			switch kind {
 			case "table":
 				return pgx.Identifier{c.Schema, c.Table}.Sanitize()
+			case "channel": // a string literal: "idemkit_" and hex digits
+				return "'" + settledChannel(c.Schema, c.Table) + "'"
 			case "index":
 				return pgx.Identifier{c.Table + "_" + name}.Sanitize()
 			}

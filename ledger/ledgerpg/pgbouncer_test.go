@@ -2,6 +2,7 @@ package ledgerpg_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -42,4 +43,32 @@ func TestPgBouncer(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Behind PgBouncer in transaction pooling mode a Store settles through
+// the pooler and its notifications reach a Store that listens on a direct
+// connection; a Store on the pooler with NoListen set does not watch
+// (LISTEN would not work there), and its callers poll.
+func TestPgBouncerWatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	direct := pgtest.Pool(t)
+	bouncer, err := pgxpool.New(ctx, pgtest.PgBouncerURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bouncer.Close)
+	ledgertest.RunWatch(t, func(t *testing.T, clock clock.Clock) (ledger.Store, ledger.Store) {
+		cfg := &ledgerpg.Config{Clock: clock, Schema: pgtest.Schema(t, direct)}
+		watcher := newStore(t, direct, cfg)
+		cfg.NoListen = true
+		s, err := ledgerpg.New(bouncer, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Watch(ctx, "k"); !errors.Is(err, ledger.ErrNoWatch) {
+			t.Fatalf("Watch with NoListen = %v, want ledger.ErrNoWatch", err)
+		}
+		return watcher, s
+	})
 }

@@ -66,6 +66,12 @@ type Config struct {
 	// ledger.ErrConfig), so that a mistyped schema or table is not taken
 	// for an empty ledger. New and Migrate ignore it.
 	NoCreate bool
+	// NoListen makes Watch return ledger.ErrNoWatch, so that callers
+	// waiting for a record held elsewhere poll it: set it where LISTEN
+	// does not work, behind PgBouncer (or another pooler) in transaction
+	// pooling mode. Settles still notify the records that Stores
+	// listening on a direct connection watch.
+	NoListen bool
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -112,6 +118,10 @@ type Store struct {
 	// pool is the pool OpenURL opened, which Close closes; nil for a db of
 	// the caller's.
 	pool *pgxpool.Pool
+	// watch is the Watch side, shared with the Store's InTx copies, which
+	// do not close it.
+	watch   *watching
+	derived bool // made by InTx
 }
 
 var (
@@ -129,7 +139,7 @@ func New(db Querier, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{db: db, clock: c.Clock, mode: c.ExecMode, batch: c.PurgeBatch,
-		sql: newStatements(c.Schema, c.Table)}, nil
+		sql: newStatements(c.Schema, c.Table), watch: newWatching(db, c)}, nil
 }
 
 // statements is the SQL of a Store, built once for its table.
@@ -155,6 +165,8 @@ func newStatements(schema, table string) *statements {
 		claim: `SELECT ` + recordCols + `, ` + prevCols + ` FROM ` + fn("claim") + `($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		// The owner's writes are functions (migration 5) that return whether
 		// they applied: a row of SELECT when they did.
+		// Complete and Fail notify the table's channel with the key
+		// themselves (migration 6), only for a record a Watch marked.
 		complete: `SELECT 1 WHERE ` + fn("complete") + `($1, $2, $3, $4, $5, $6, $7, $8)`,
 		fail:     `SELECT 1 WHERE ` + fn("fail") + `($1, $2, $3, $4, $5, $6, $7)`,
 		extend:   `SELECT 1 WHERE ` + fn("extend") + `($1, $2, $3, $4)`,
@@ -417,12 +429,18 @@ func (s *Store) InTx(tx pgx.Tx) *Store {
 	c.db = tx
 	c.tx = new(sync.Mutex)
 	c.pool = nil // the pool is s's to close
+	c.derived = true
 	return &c
 }
 
-// Close closes the pool OpenURL opened. A Store made by New, or by InTx,
-// leaves its db open: it is the caller's.
+// Close ends the listening connection of Watch and closes the pool
+// OpenURL opened. A Store made by New, or by InTx, leaves its db open: it
+// is the caller's; a Store made by InTx leaves the listener to the Store
+// it was made from.
 func (s *Store) Close() error {
+	if !s.derived {
+		s.watch.close()
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}

@@ -90,10 +90,34 @@ func TestConformanceCluster(t *testing.T) {
 	ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {
 		return ledgerredis.New(cluster, &ledgerredis.Config{Clock: clock, Prefix: redistest.Prefix(t, srv.URL)})
 	})
+	// The settle scripts PUBLISH on a cluster too; a cluster client
+	// subscribes through one of its nodes.
+	t.Run("Watch", func(t *testing.T) {
+		ledgertest.RunWatch(t, func(t *testing.T, clock clock.Clock) (ledger.Store, ledger.Store) {
+			prefix := redistest.Prefix(t, srv.URL)
+			other := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Options().Addr}})
+			t.Cleanup(func() { other.Close() })
+			return ledgerredis.New(cluster, &ledgerredis.Config{Clock: clock, Prefix: prefix}),
+				ledgerredis.New(other, &ledgerredis.Config{Clock: clock, Prefix: prefix})
+		})
+	})
 	t.Run("WaitReplicas", func(t *testing.T) {
 		store := ledgerredis.New(cluster, &ledgerredis.Config{Prefix: redistest.Prefix(t, srv.URL), WaitReplicas: 1, WaitTimeout: time.Millisecond})
 		if _, err := store.Claim(ctx, params("k", "owner-a", time.Now())); !errors.Is(err, ledgerredis.ErrNotReplicated) {
 			t.Errorf("Claim without replicas = %v, want ErrNotReplicated", err)
 		}
+	})
+}
+
+// Two Stores on one prefix, each with a client of its own, as two
+// processes would share the ledger.
+func TestWatchConformance(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	ledgertest.RunWatch(t, func(t *testing.T, clock clock.Clock) (ledger.Store, ledger.Store) {
+		prefix := redistest.Prefix(t, url)
+		a := ledgerredis.New(redistest.NewClient(t, url), &ledgerredis.Config{Clock: clock, Prefix: prefix})
+		b := ledgerredis.New(redistest.NewClient(t, url), &ledgerredis.Config{Clock: clock, Prefix: prefix})
+		return a, b
 	})
 }

@@ -130,7 +130,9 @@ return {1, attempt, attemptAt, prev}
 
 // completeScript: ARGV[3] owner, [4] summary, [5] ref, [6] result,
 // [7] truncated ("1" or "0"), [8] grace, [9] retention from now (ms; 0:
-// the claim's expiry). Returns 1, or 0 when not owner.
+// the claim's expiry), [10] the channel its settle is published on (the
+// record's key as the message; Store.Watch). Returns 1, or 0 when not
+// owner.
 var completeScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
@@ -140,12 +142,13 @@ if tonumber(ARGV[9]) > 0 then e = now + tonumber(ARGV[9]) end
 redis.call('HSET', KEYS[1], 's', 'done', 'l', ARGV[2], 'm', ARGV[4], 'r', ARGV[5],
   'x', ARGV[6], 'z', ARGV[7], 'w', ARGV[2], 'e', e)
 keep('done', now, e, now, tonumber(ARGV[8]))
+redis.call('PUBLISH', ARGV[10], ARGV[1])
 return 1
 `)
 
 // failScript: ARGV[3] owner, [4] reason, [5] definite ("1" or "0"),
 // [6] grace, [7] retention of a failed record from now (ms; 0: the
-// claim's expiry).
+// claim's expiry), [8] the channel its settle is published on.
 // Returns 1, or 0 when not owner.
 var failScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
@@ -161,6 +164,7 @@ if ARGV[5] == '1' then
 end
 redis.call('HSET', KEYS[1], 's', s, 'l', ARGV[2], 'n', ARGV[4], 'w', ARGV[2])
 keep(s, now, e, now, tonumber(ARGV[6]))
+redis.call('PUBLISH', ARGV[8], ARGV[1])
 return 1
 `)
 

@@ -184,6 +184,8 @@ type Store struct {
 
 	reindexMu sync.Mutex
 	reindexed bool // every bucket's state indexes are complete (indexed)
+
+	watching *watching // Watch (watch.go)
 }
 
 var (
@@ -196,7 +198,7 @@ var (
 // is the caller's job. New does not look at the server: call Store.Check
 // to refuse a server that could lose or evict claims, as OpenURL does.
 func New(client redis.UniversalClient, cfg *Config) *Store {
-	s := &Store{c: client, clock: clock.System{}, prefix: DefaultPrefix,
+	s := &Store{c: client, clock: clock.System{}, prefix: DefaultPrefix, watching: &watching{},
 		waitTimeout: DefaultWaitTimeout, pendingGrace: DefaultPendingGrace.Milliseconds()}
 	if cfg == nil {
 		return s
@@ -430,10 +432,11 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 // Close closes the client OpenURL made. A Store made by New leaves its
 // client open: it is the caller's.
 func (s *Store) Close() error {
+	err := s.closeWatch()
 	if s.owned == nil {
-		return nil
+		return err
 	}
-	return s.owned.Close()
+	return errors.Join(err, s.owned.Close())
 }
 
 // unavailable wraps an error of the server or the connection.
@@ -574,7 +577,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, completeScript, key, owner, c.Summary, c.Ref, c.Result, flag(c.Truncated), s.pendingGrace, c.Retention.Milliseconds())
+	return s.write(ctx, completeScript, key, owner, c.Summary, c.Ref, c.Result, flag(c.Truncated), s.pendingGrace, c.Retention.Milliseconds(), s.settledChannel())
 }
 
 // Fail implements ledger.Store.
@@ -582,7 +585,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, failScript, key, owner, f.Reason, flag(f.Definite), s.pendingGrace, f.Retention.Milliseconds())
+	return s.write(ctx, failScript, key, owner, f.Reason, flag(f.Definite), s.pendingGrace, f.Retention.Milliseconds(), s.settledChannel())
 }
 
 // Extend implements ledger.Store. It raises the record's retention to the

@@ -26,3 +26,13 @@ func TestConformance(t *testing.T) {
 		return open(t, filepath.Join(t.TempDir(), "ledger.db"), &ledgersqlite.Config{Clock: clock})
 	})
 }
+
+// Two Stores on one file, as two processes open it: the settles of either
+// wake the watches of the first through the signal file.
+func TestWatchConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.RunWatch(t, func(t *testing.T, clock clock.Clock) (ledger.Store, ledger.Store) {
+		path := filepath.Join(t.TempDir(), "ledger.db")
+		return open(t, path, &ledgersqlite.Config{Clock: clock}), open(t, path, &ledgersqlite.Config{Clock: clock})
+	})
+}

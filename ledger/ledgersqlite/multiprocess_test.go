@@ -3,6 +3,7 @@ package ledgersqlite_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/ledgerbench"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
@@ -156,11 +158,15 @@ func TestMultiProcessClaims(t *testing.T) {
 	t.Logf("wins per process: %v", winners)
 }
 
-// TestMain runs the body of a child process (of TestMultiProcessClaims or
-// TestGroupCommitSurvivesKill) when the environment asks for one, and the
+// TestMain runs the body of a child process (of TestMultiProcessClaims,
+// TestGroupCommitSurvivesKill, TestWatchAcrossProcesses or
+// BenchmarkContentionProcesses) when the environment asks for one, and the
 // tests otherwise.
 func TestMain(m *testing.M) {
-	roles := map[string]func() error{"claimer": claimer, "batcher": batcher}
+	ledgerbench.Child(func() (ledger.Store, error) {
+		return ledgersqlite.Open(context.Background(), os.Getenv(envBenchDB), nil)
+	})
+	roles := map[string]func() error{"claimer": claimer, "batcher": batcher, "watcher": watcher}
 	if role := os.Getenv(envRole); role != "" {
 		if err := roles[role](); err != nil {
 			fmt.Fprintln(os.Stderr, role+":", err)
@@ -202,4 +208,77 @@ func claimParams(key, owner string) ledger.ClaimParams {
 	now := time.Now()
 	return ledger.ClaimParams{Key: key, Tool: "send_reply", RunID: "run-1", Owner: owner,
 		LeaseUntil: now.Add(time.Hour), Fingerprint: "fp", ExpiresAt: now.Add(24 * time.Hour)}
+}
+
+// watcher opens the database, watches the key read from stdin, answers
+// "WATCHING", and once signalled (within 30 s) "WOKEN <state>" with the
+// state it then reads. It never polls: only the signal can wake it.
+func watcher() error {
+	ctx := context.Background()
+	s, err := ledgersqlite.Open(ctx, os.Getenv(envDB), nil)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer s.Close()
+	in := bufio.NewScanner(os.Stdin)
+	if !in.Scan() {
+		return fmt.Errorf("no key: %v", in.Err())
+	}
+	key := in.Text()
+	ch, stop, err := s.Watch(ctx, key)
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer stop()
+	fmt.Println("WATCHING")
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		return errors.New("no signal within 30 s")
+	}
+	r, err := s.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	fmt.Println("WOKEN", r.State)
+	return nil
+}
+
+// A Store in another process that watches a record is signalled when
+// this process settles it: the signal file crosses the process boundary.
+func TestWatchAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "watched.db")
+	s := open(t, path, nil)
+	defer s.Close()
+	p := claimParams("k-across", "holder")
+	if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+		t.Fatalf("Claim = %+v, %v", res, err)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.Env = append(os.Environ(), envRole+"=watcher", envDB+"="+path)
+	cmd.Stderr = os.Stderr
+	cmd.Stdin = strings.NewReader(p.Key + "\n")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewScanner(stdout)
+	if !out.Scan() || out.Text() != "WATCHING" {
+		t.Fatalf("child: %q, %v", out.Text(), out.Err())
+	}
+	if err := s.Complete(ctx, p.Key, p.Owner, ledger.Completion{Summary: "sent"}); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Scan() || out.Text() != "WOKEN done" {
+		t.Errorf("child: %q, %v; want WOKEN done", out.Text(), out.Err())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v", err)
+	}
 }

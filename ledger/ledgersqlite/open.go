@@ -37,7 +37,7 @@ func Open(ctx context.Context, path string, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	dsn := fileDSN(abs)
-	s := &Store{clock: c.Clock, path: abs}
+	s := &Store{clock: c.Clock, path: abs, watching: &watching{}}
 	if s.w, err = sql.Open("sqlite", dsn+"&_busy_timeout=0"); err != nil {
 		return nil, s.unavailable("open", err)
 	}
@@ -130,8 +130,10 @@ func (s *Store) open(ctx context.Context, dsn string, c Config) error {
 	if c.Synchronous == SyncFull {
 		syncer = s.syncWAL
 	}
+	s.openSignal()
 	s.wr = newWriter(conn, s.verify, syncer, s.unavailable)
 	s.wr.busyTimeout = c.BusyTimeout
+	s.wr.settled = s.signalSettled
 	return nil
 }
 
@@ -309,6 +311,7 @@ func (s *Store) Close() error {
 	if s.wal != nil {
 		errs = append(errs, s.wal.Close())
 	}
+	errs = append(errs, s.closeWatch())
 	for _, db := range []*sql.DB{s.w, s.r} {
 		if db != nil {
 			errs = append(errs, db.Close())

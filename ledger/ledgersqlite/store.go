@@ -68,6 +68,8 @@ type Store struct {
 
 	claim, complete, fail, extend *sql.Stmt // on wr.conn
 	blocker, get                  *sql.Stmt // on r
+
+	watching *watching // Watch, and the signal of settles (watch.go)
 }
 
 var (

@@ -63,10 +63,13 @@ type Stats struct {
 // ends. So the disk syncs one batch while the next one runs, and there is
 // one commit per sync, whatever the number of callers.
 type writer struct {
-	conn    *sql.Conn
-	verify  func() error
-	failed  func(op string, err error) error
-	sync    func() error // makes every commit so far durable; nil: SQLite does
+	conn   *sql.Conn
+	verify func() error
+	failed func(op string, err error) error
+	sync   func() error // makes every commit so far durable; nil: SQLite does
+	// settled, if set, signals that a commit settled records (Complete,
+	// Fail): called once it is durable, before its writes are answered.
+	settled func()
 	writes  atomic.Uint64
 	commits atomic.Uint64
 	syncs   atomic.Uint64
@@ -171,6 +174,9 @@ func (w *writer) lead() {
 		return // answered already: nothing was committed
 	}
 	err := w.waitDurable(seq)
+	if err == nil && w.settled != nil && settles(batch, answers) {
+		w.settled()
+	}
 	for i, o := range batch {
 		switch {
 		case answers[i] == errUnchanged:
@@ -181,6 +187,16 @@ func (w *writer) lead() {
 			o.done <- answers[i]
 		}
 	}
+}
+
+// settles reports whether a committed batch settled a record.
+func settles(batch []*op, answers []error) bool {
+	for i, o := range batch {
+		if answers[i] == nil && (o.name == "complete" || o.name == "fail") {
+			return true
+		}
+	}
+	return false
 }
 
 // busy reports whether a write now would wait: one is being committed, or
