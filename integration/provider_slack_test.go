@@ -39,7 +39,7 @@ func init() {
 					return client.Reconciliation{Verdict: client.VerdictResendSafe}, nil
 				})
 			case opt.clock != nil:
-				k.extra["slack/reconciler"] = c.Reconciler(&reconcile.Config{Clock: opt.clock, Sleep: sleeper(opt.clock),
+				k.extra["slack/reconciler"] = reconcile.New(c, &reconcile.Config{Clock: opt.clock, Sleep: sleeper(opt.clock),
 					InitialInterval: time.Second, MaxInterval: 5 * time.Second})
 			}
 		},

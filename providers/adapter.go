@@ -111,3 +111,24 @@ type Adapter interface {
 	Capabilities() Capabilities
 	Lookup(ctx context.Context, downstreamKey string) (LookupResult, error)
 }
+
+type attemptKey struct{}
+
+// WithAttempt returns ctx carrying when the attempt being looked up
+// began. Package reconcile's policy passes it to every Lookup when the
+// invocation knows it, so that a lookup reading a window of time (a
+// channel's history, a list of recent objects) can start that window just
+// before the attempt instead of at a fixed look-back.
+func WithAttempt(ctx context.Context, began time.Time) context.Context {
+	if began.IsZero() {
+		return ctx
+	}
+	return context.WithValue(ctx, attemptKey{}, began)
+}
+
+// AttemptFrom returns when the attempt a Lookup looks up began, as
+// WithAttempt set it; ok is false when the caller did not say.
+func AttemptFrom(ctx context.Context) (began time.Time, ok bool) {
+	began, ok = ctx.Value(attemptKey{}).(time.Time)
+	return began, ok
+}

@@ -1,6 +1,10 @@
 package providers
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+)
 
 func TestZeroValuesClaimNothing(t *testing.T) {
 	t.Parallel()
@@ -16,5 +20,21 @@ func TestZeroValuesClaimNothing(t *testing.T) {
 		if v != want {
 			t.Errorf("%q, want %q", v, want)
 		}
+	}
+}
+
+// The attempt's start travels to Lookup through the context; a zero time
+// is not carried (the lookup then uses its own look-back).
+func TestWithAttempt(t *testing.T) {
+	t.Parallel()
+	began := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if got, ok := AttemptFrom(WithAttempt(context.Background(), began)); !ok || !got.Equal(began) {
+		t.Fatalf("AttemptFrom = %v, %v; want %v", got, ok, began)
+	}
+	if got, ok := AttemptFrom(WithAttempt(context.Background(), time.Time{})); ok {
+		t.Fatalf("a zero start was carried: %v", got)
+	}
+	if _, ok := AttemptFrom(context.Background()); ok {
+		t.Fatal("AttemptFrom without WithAttempt reported a start")
 	}
 }

@@ -178,9 +178,10 @@ func (p *Policy) check(ctx context.Context, inv client.Invocation, canResend boo
 		backoff.WithMaxElapsedTime(0),
 		backoff.WithClockProvider(p.cfg.Clock),
 	)
+	lookupCtx := providers.WithAttempt(ctx, inv.AttemptAt)
 	for lookups := 1; ; lookups++ {
 		asked := p.cfg.Clock.Now()
-		res, err := p.adapter.Lookup(ctx, key)
+		res, err := p.adapter.Lookup(lookupCtx, key)
 		if cerr := ctx.Err(); cerr != nil {
 			return client.Reconciliation{}, fmt.Errorf("reconcile: lookup %s: %w", key, cerr)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/idemkit/idemkit/fakes/slackfake"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/providers/slack"
+	"github.com/idemkit/idemkit/reconcile"
 )
 
 // A tool that announces a deploy in a channel. Slack does not deduplicate:
@@ -37,7 +38,7 @@ func Example() {
 			}
 			return client.Effect{Summary: "announced: " + msg.Text, Ref: msg.Ref()}, nil
 		},
-		Reconciler: channel.Reconciler(nil),
+		Reconciler: reconcile.New(channel, nil),
 	}
 	exec := client.New(ledgermem.New(nil), nil)
 	if err := exec.Register(announce); err != nil {

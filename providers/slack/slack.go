@@ -7,10 +7,11 @@
 // downstream key ({"event_type": Config.EventType, "event_payload":
 // {"idem_key": key}}). Slack does not deduplicate, so a post that may have
 // reached Slack is never resent: its failure is ambiguous and left to
-// reconciliation. Reconciliation reads conversations.history of the
-// channel from shortly before the attempt began (Reconciler) or over
-// Config.Lookback (Lookup) with include_all_metadata, and matches the
-// metadata. Slack does not promise that history shows a message the
+// reconciliation. Lookup reads conversations.history of the channel with
+// include_all_metadata from Config.Skew before the attempt began (which
+// package reconcile's policy passes, providers.WithAttempt), or over the
+// last Config.Lookback when the attempt's start is not known, and matches
+// the metadata. Slack does not promise that history shows a message the
 // moment chat.postMessage answered; Config.HistoryLag bounds how long it
 // may lag (Capabilities: Eventual), and an empty history is Inconclusive,
 // never NotFound, until that bound has passed (package reconcile applies
@@ -61,10 +62,8 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/slack-go/slack"
 
-	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
 )
 
 // Defaults of Config.
@@ -349,10 +348,16 @@ func (c *Client) Capabilities() providers.Capabilities {
 	return providers.Capabilities{Lookup: providers.Eventual, IndexLag: c.cfg.HistoryLag}
 }
 
-// Lookup reads the channel's history over the last Config.Lookback for
-// the message carrying downstreamKey: Found, or Inconclusive.
+// Lookup reads the channel's history for the message carrying
+// downstreamKey, from Config.Skew before the attempt began
+// (providers.AttemptFrom) or over the last Config.Lookback: Found, or
+// Inconclusive.
 func (c *Client) Lookup(ctx context.Context, downstreamKey string) (providers.LookupResult, error) {
-	return c.find(ctx, downstreamKey, c.clock.Now().Add(-c.cfg.Lookback))
+	oldest := c.clock.Now().Add(-c.cfg.Lookback)
+	if began, ok := providers.AttemptFrom(ctx); ok {
+		oldest = began.Add(-c.cfg.Skew)
+	}
+	return c.find(ctx, downstreamKey, oldest)
 }
 
 func slackTS(t time.Time) string {
@@ -397,53 +402,6 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n]) + "…"
-}
-
-// Reconciler returns the reconciler for Post: package reconcile's policy
-// over a lookup that reads the history from Config.Skew before the
-// attempt began (client.Invocation.AttemptAt; Config.Lookback when that
-// is unknown). It implements reconcile.LookupReconciler, so the Sweeper
-// can use it. cfg may be nil.
-func (c *Client) Reconciler(cfg *reconcile.Config) *Reconciler {
-	return &Reconciler{c: c, cfg: cfg}
-}
-
-// Reconciler is what Client.Reconciler returns.
-type Reconciler struct {
-	c   *Client
-	cfg *reconcile.Config
-}
-
-var _ reconcile.LookupReconciler = (*Reconciler)(nil)
-
-// windowed is the adapter for one invocation: its lookups start at oldest.
-type windowed struct {
-	c      *Client
-	oldest time.Time
-}
-
-func (w windowed) Capabilities() providers.Capabilities { return w.c.Capabilities() }
-
-func (w windowed) Lookup(ctx context.Context, key string) (providers.LookupResult, error) {
-	return w.c.find(ctx, key, w.oldest)
-}
-
-func (r *Reconciler) policy(inv client.Invocation) *reconcile.Policy {
-	oldest := inv.AttemptAt.Add(-r.c.cfg.Skew)
-	if inv.AttemptAt.IsZero() {
-		oldest = r.c.clock.Now().Add(-r.c.cfg.Lookback)
-	}
-	return reconcile.New(windowed{r.c, oldest}, r.cfg)
-}
-
-// Reconcile implements client.Reconciler.
-func (r *Reconciler) Reconcile(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
-	return r.policy(inv).Reconcile(ctx, inv)
-}
-
-// ReconcileByLookup implements reconcile.LookupReconciler.
-func (r *Reconciler) ReconcileByLookup(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
-	return r.policy(inv).ReconcileByLookup(ctx, inv)
 }
 
 var _ providers.Adapter = (*Client)(nil)

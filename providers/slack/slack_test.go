@@ -127,7 +127,7 @@ func TestReconciler(t *testing.T) {
 		clk.Advance(d)
 		return nil
 	}}
-	rec := c.Reconciler(rcfg)
+	rec := reconcile.New(c, rcfg)
 	got, err := rec.Reconcile(ctx, client.Invocation{Key: "k1", DownstreamKey: "k1", AttemptAt: start, SentBy: clk.Now()})
 	if err != nil || got.Verdict != client.VerdictFound || got.Effect.Ref == "" {
 		t.Fatalf("found: %+v, %v", got, err)
