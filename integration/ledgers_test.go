@@ -73,6 +73,7 @@ func postgresStore(t testing.TB, schema string, clock clock.Clock) ledger.Store 
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = s.Close() }) // its listening connection, if it watched
 	return s
 }
 

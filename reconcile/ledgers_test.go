@@ -36,6 +36,7 @@ var ledgers = []struct {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = s.Close() }) // its listening connection, if it watched
 		return s
 	}},
 	{"redis", func(t *testing.T, clock clock.Clock) ledger.Store {

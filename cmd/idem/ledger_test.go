@@ -312,6 +312,7 @@ func TestLedgerPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = s.Close() })
 	seed(t, s, clock)
 	testLedgerOps(t, url, nil)
 

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -20,21 +21,45 @@ import (
 // working directory holds go.mod.
 var ErrNoModule = errors.New("no module root")
 
-// RepoRoot returns the repository root: the first directory, from the
-// working directory up, that holds go.mod.
+// RepoRoot returns the repository root: from the working directory up,
+// the directory whose go.mod is the module RootModule, or else the first
+// that holds a go.mod. The integrations are modules of their own inside
+// the repository, and their tests use the tools at its root.
 func RepoRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
+	first := ""
 	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if modulePath(b) == RootModule {
+				return dir, nil
+			}
+			if first == "" {
+				first = dir
+			}
 		}
 		if filepath.Dir(dir) == dir {
+			if first != "" {
+				return first, nil
+			}
 			return "", fmt.Errorf("%w above %s", ErrNoModule, wd)
 		}
 	}
+}
+
+// RootModule is the module path of the repository's root module.
+const RootModule = "github.com/idemkit/idemkit"
+
+// modulePath returns the path a go.mod's module directive names.
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module"); ok && (rest == "" || rest[0] == ' ' || rest[0] == '\t') {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 // FreePort returns a loopback port that was free a moment ago.
