@@ -25,6 +25,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 	"github.com/eino-contrib/jsonschema"
 
+	"github.com/idemkit/idemkit/agent"
 	"github.com/idemkit/idemkit/client"
 )
 
@@ -183,54 +184,9 @@ func (t *InvokableTool) InvokableRun(ctx context.Context, argumentsInJSON string
 // parameters returns the JSON schema of t's parameters, every identity
 // field (and each object on its dotted path) required.
 func parameters(t Tool) (map[string]any, error) {
-	props := copySchema(t.Properties)
-	required := append([]string(nil), t.Required...)
-	for _, f := range t.Identity {
-		top, err := requirePath(props, strings.Split(f.Path, "."))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: identity field %s: %v", ErrSchema, t.Name, f.Path, err)
-		}
-		required = appendUnique(required, top)
+	props, required, err := agent.RequireIdentity(t.Properties, t.Required, t.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrSchema, t.Name, err)
 	}
 	return map[string]any{"type": "object", "properties": props, "required": required}, nil
-}
-
-func requirePath(props map[string]any, path []string) (string, error) {
-	field, ok := props[path[0]].(map[string]any)
-	if !ok {
-		return "", fmt.Errorf("%q is not declared in the properties", path[0])
-	}
-	if len(path) > 1 {
-		inner, ok := field["properties"].(map[string]any)
-		if !ok {
-			return "", fmt.Errorf("%q declares no properties", path[0])
-		}
-		next, err := requirePath(inner, path[1:])
-		if err != nil {
-			return "", err
-		}
-		req, _ := field["required"].([]string)
-		field["required"] = appendUnique(append([]string(nil), req...), next)
-	}
-	return path[0], nil
-}
-
-func copySchema(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if inner, ok := v.(map[string]any); ok {
-			v = copySchema(inner)
-		}
-		out[k] = v
-	}
-	return out
-}
-
-func appendUnique(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
 }

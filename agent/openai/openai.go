@@ -35,6 +35,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/idemkit/idemkit/agent"
 	"github.com/idemkit/idemkit/client"
 )
 
@@ -67,14 +68,9 @@ var ErrSchema = errors.New("openai: tool schema")
 // required. A tool whose Properties do not declare an identity field is an
 // error, since the model could not know it must send it.
 func Parameters(t Tool) (map[string]any, error) {
-	props := copySchema(t.Properties)
-	required := append([]string(nil), t.Required...)
-	for _, f := range t.Identity {
-		top, err := requirePath(props, strings.Split(f.Path, "."))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s: identity field %s: %v", ErrSchema, t.Name, f.Path, err)
-		}
-		required = appendUnique(required, top)
+	props, required, err := agent.RequireIdentity(t.Properties, t.Required, t.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrSchema, t.Name, err)
 	}
 	return map[string]any{"type": "object", "properties": props, "required": required}, nil
 }
@@ -128,50 +124,6 @@ func Register(exec *client.Executor, tools ...Tool) error {
 		ct[i] = t.Tool
 	}
 	return exec.Register(ct...)
-}
-
-// requirePath marks path as required inside props, descending into nested
-// object schemas, and returns the top-level field name.
-func requirePath(props map[string]any, path []string) (string, error) {
-	field, ok := props[path[0]].(map[string]any)
-	if !ok {
-		return "", fmt.Errorf("%q is not declared in the properties", path[0])
-	}
-	if len(path) > 1 {
-		inner, ok := field["properties"].(map[string]any)
-		if !ok {
-			return "", fmt.Errorf("%q declares no properties", path[0])
-		}
-		next, err := requirePath(inner, path[1:])
-		if err != nil {
-			return "", err
-		}
-		req, _ := field["required"].([]string)
-		field["required"] = appendUnique(append([]string(nil), req...), next)
-	}
-	return path[0], nil
-}
-
-// copySchema deep-copies the maps of a schema so that marking fields
-// required never changes the caller's Properties.
-func copySchema(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if inner, ok := v.(map[string]any); ok {
-			v = copySchema(inner)
-		}
-		out[k] = v
-	}
-	return out
-}
-
-func appendUnique(list []string, s string) []string {
-	for _, x := range list {
-		if x == s {
-			return list
-		}
-	}
-	return append(list, s)
 }
 
 // Call is one executed tool call or function call.
