@@ -28,7 +28,7 @@ func resultText(r *mcp.CallToolResult) string {
 }
 
 // A result the executor shared with a merged duplicate: the call that ran
-// the tool is told executed, the merged one already done (item 8).
+// the tool is told executed, the merged one already done.
 func TestAnswerMerged(t *testing.T) {
 	t.Parallel()
 	first, err := json.Marshal(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded 7"}}, StructuredContent: map[string]any{"id": "re_1"}})
@@ -58,7 +58,7 @@ func TestAnswerMerged(t *testing.T) {
 }
 
 // A repeat of a tool with an outputSchema whose first result was not kept:
-// an error result by default, a plain one with unkept "text" (item 6).
+// an error result by default, a plain one with unkept "text".
 func TestAnswerUnkept(t *testing.T) {
 	t.Parallel()
 	res := client.Result{Outcome: client.AlreadyDone, Key: "k", Summary: "done by hand", Text: "Already done earlier in this run: done by hand. Do not repeat it."}

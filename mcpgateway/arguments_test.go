@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// Item 2: the upstream gets the model's own value where its input schema
+// The upstream gets the model's own value where its input schema
 // takes it, and the normalized value only where the schema asks for that
 // type. Before, {"amount": "10.50"} with a decimal identity reached a
 // string parameter as 10.5 and the upstream's schema refused it, while the

@@ -22,7 +22,7 @@ func callOK(t *testing.T, cs *mcp.ClientSession, name string, args map[string]an
 
 func allText(res *mcp.CallToolResult) string { return strings.Join(texts(res), "\n") }
 
-// Item 3: errors before any action are definite failures, shown in the
+// Errors before any action are definite failures, shown in the
 // upstream's own words, and the model's corrected call runs; an error
 // after the tool may have acted stays uncertain, still in the upstream's
 // words; the configuration marks more texts definite. Before, every error
@@ -77,7 +77,7 @@ func TestErrorsBeforeAction(t *testing.T) {
 	}
 }
 
-// Item 3, with server-memory and the TypeScript client: server-memory
+// With server-memory and the TypeScript client: server-memory
 // refuses an observation's contents given as a string before acting; the
 // corrected call of the same action runs and is stored.
 func TestErrorsBeforeActionMemory(t *testing.T) {

@@ -72,7 +72,7 @@ func errorCode(m map[string]any) float64 {
 	return c
 }
 
-// Item 1: every malformed frame a client may send over stdio is answered
+// Every malformed frame a client may send over stdio is answered
 // with a JSON-RPC error and the session goes on: the call in flight while
 // they arrive is answered (executed), and a valid call afterwards
 // succeeds. Before, the first of them ended the gateway (exit 1, "the MCP
@@ -150,7 +150,7 @@ func TestBatchStdio(t *testing.T) {
 	}
 }
 
-// Item 10: a request that reuses the id of a request in flight is
+// A request that reuses the id of a request in flight is
 // answered with an error at once (before, it got no answer at all), and
 // the first request is answered when it ends.
 func TestDuplicateIDStdio(t *testing.T) {
@@ -175,7 +175,7 @@ func TestDuplicateIDStdio(t *testing.T) {
 	}
 }
 
-// Item 1: a client that goes away while a configured call is in flight
+// A client that goes away while a configured call is in flight
 // does not cut the call short: it runs to its end and is recorded, the
 // gateway exits when it is, and a repeat in a new process is answered
 // from the record. Before, the call's context ended with the session and

@@ -46,7 +46,7 @@ func post(ctx context.Context, url, session, msg string) (string, string) {
 	return resp.Header.Get("Mcp-Session-Id"), string(bytes.TrimSpace(b))
 }
 
-// Item 10 over streamable HTTP: a request that reuses the id of one in
+// Over streamable HTTP, a request that reuses the id of one in
 // flight in the same session is answered with an error.
 func TestDuplicateIDHTTP(t *testing.T) {
 	t.Parallel()

@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgersqlite"
 )
 
-// Item 8: two identical calls at once do one effect, and the one that
+// Two identical calls at once do one effect, and the one that
 // did not run the tool is told so ("already done"), not "executed" as
 // the other. Before, both were told executed, so a host counting outcomes
 // counted two.
@@ -41,7 +41,7 @@ func TestMergedDuplicates(t *testing.T) {
 	}
 }
 
-// Item 6: every result of a tool that declares an outputSchema conforms
+// Every result of a tool that declares an outputSchema conforms
 // to it, as the TypeScript client checks: a repeat without replay carries
 // the first call's structuredContent; a repeat whose first result was
 // not kept (here: settled by an operator) is an error result saying it

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Item 11: the host passes the run id per session, and a restart or a
+// The host passes the run id per session, and a restart or a
 // reconnect in the same run does not act again: over stdio in the
 // environment variable IDEMKIT_RUN_ID (two gateway processes, one
 // effect), over HTTP in the Idemkit-Run header (two sessions of the

@@ -37,7 +37,7 @@ func (s *setup) start(t *testing.T, extra ...string) (int, string) {
 	return 0, stderr.String()
 }
 
-// Item 7: a configured tool the upstream does not offer stops the
+// A configured tool the upstream does not offer stops the
 // gateway at start, naming the tool it may have meant; with missingTools
 // "warn" it starts with a loud warning; a tool that disappears from the
 // upstream's list later is an error in the log. Before, a typo (refnud)
@@ -67,7 +67,7 @@ func TestMissingTools(t *testing.T) {
 	})
 }
 
-// Item 4: identity and validated paths are checked against the upstream
+// Identity and validated paths are checked against the upstream
 // tool's input schema when the gateway starts: a path to an array, or to
 // a member the schema does not have, stops it with the reason; [*] takes
 // every element of an array. Before, such a configuration was accepted
@@ -93,7 +93,7 @@ func TestPathsCheckedAtStart(t *testing.T) {
 	}
 }
 
-// Item 4: an identity over every element of an array. Two observations
+// An identity over every element of an array. Two observations
 // in one call are one action; the same call again is a repeat; another
 // element is another action.
 func TestEveryElement(t *testing.T) {
@@ -138,7 +138,7 @@ func TestEveryElement(t *testing.T) {
 	}
 }
 
-// Item 10: a passthrough call is bounded by callTimeout (before, it had
+// A passthrough call is bounded by callTimeout (before, it had
 // none), and idem mcp --lease sets the claim's lease (before, it could
 // not be set).
 func TestPassthroughTimeoutAndLease(t *testing.T) {

@@ -75,7 +75,7 @@ func describe(v any) string {
 	return string(b)
 }
 
-// Item 9: everything the gateway does not guard is as the upstream sent
+// Everything the gateway does not guard is as the upstream sent
 // it. The TypeScript client lists server-everything's and server-memory's
 // tools, prompts, resources and templates, and completes a prompt
 // argument, directly and through idem mcp: the raw results are the same,
@@ -149,7 +149,7 @@ func TestTransparencyEverything(t *testing.T) {
 	}
 }
 
-// Item 9, server-memory: its lists are the same through the gateway, a
+// Server-memory: its lists are the same through the gateway, a
 // configured tool's included.
 func TestTransparencyMemory(t *testing.T) {
 	t.Parallel()
@@ -169,8 +169,8 @@ func TestTransparencyMemory(t *testing.T) {
 	}
 }
 
-// Item 9 with the go-sdk client and the purpose-built upstream: progress
-// of a configured call and of a passthrough one reaches the client under
+// With the go-sdk client and the purpose-built upstream: progress of a
+// configured call and of a passthrough one reaches the client under
 // the client's own token, and a repeat that does not run the tool sends
 // none.
 func TestRelayProgressGoSDK(t *testing.T) {
