@@ -13,37 +13,15 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/fakes/githubfake"
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/idemkit/idemkit/internal/nodetools"
 )
 
 // octokitDir is the folder of the pinned @octokit/rest (and
 // @octokit/openapi), installed with npm ci from its committed lockfile.
 func octokitDir(t *testing.T) string {
 	t.Helper()
-	root, err := tooling.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(root, "tools", "octokit")
-	if _, err := exec.LookPath("node"); err != nil {
-		needTool(t, "node (Debian package nodejs) runs GitHub's official Node client against the fake")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), tooling.NPMTimeout)
-	defer cancel()
-	if err := tooling.NPMCI(ctx, dir); err != nil {
-		needTool(t, err.Error())
-	}
+	dir, _ := nodetools.Dir(t, "octokit")
 	return dir
-}
-
-// needTool skips the test for a missing tool, or fails it under CI=true,
-// where .ci/run installs node and npm.
-func needTool(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
 }
 
 // GitHub's official Node client, @octokit/rest, runs a scripted session

@@ -9,7 +9,7 @@ import (
 
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/hubspotfake"
-	"github.com/idemkit/idemkit/fakes/internal/nodetools"
+	"github.com/idemkit/idemkit/internal/nodetools"
 	"github.com/idemkit/idemkit/fakes/internal/testutil"
 )
 

@@ -4,19 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/idemkit/idemkit/internal/nodetools"
 )
 
 // StartTimeout bounds how long Start waits for Prism to answer.
@@ -58,7 +56,7 @@ type Proxy struct {
 // Prism cannot be installed or started.
 func Start(tb testing.TB, spec, upstream string) *Proxy {
 	tb.Helper()
-	dir, node := toolsDir(tb)
+	dir, node := nodetools.Dir(tb, "prism")
 	abs, err := filepath.Abs(spec)
 	if err != nil {
 		tb.Fatal(err)
@@ -233,55 +231,4 @@ func parseProblem(target string, b []byte) []Violation {
 		out = append(out, v)
 	}
 	return out
-}
-
-var (
-	once    sync.Once
-	dir     string
-	node    string
-	missing string
-	failure error
-)
-
-// toolsDir returns tools/prism with its node_modules installed, and node.
-func toolsDir(tb testing.TB) (string, string) {
-	tb.Helper()
-	once.Do(setup)
-	switch {
-	case failure != nil:
-		tb.Fatal(failure)
-	case missing != "" && os.Getenv("CI") == "true":
-		tb.Fatalf("prismtest: %s (CI=true: not skipped)", missing)
-	case missing != "":
-		tb.Skip("prismtest: " + missing)
-	}
-	return dir, node
-}
-
-func setup() {
-	root, err := tooling.RepoRoot()
-	switch {
-	case errors.Is(err, tooling.ErrNoModule):
-		missing = err.Error()
-		return
-	case err != nil:
-		failure = err
-		return
-	}
-	dir = filepath.Join(root, "tools", "prism")
-	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err != nil {
-		failure = fmt.Errorf("prismtest: %s does not pin Prism: %v", dir, err)
-		return
-	}
-	if node, err = exec.LookPath("node"); err != nil {
-		missing = "node not found; it runs Stoplight Prism"
-		return
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		if _, serr := os.Stat(filepath.Join(dir, "node_modules")); serr != nil {
-			missing = "npm not found; it installs tools/prism"
-			return
-		}
-	}
-	failure = tooling.NPMCI(context.Background(), dir)
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/internal/nodetools"
+	"github.com/idemkit/idemkit/internal/nodetools"
 	"github.com/idemkit/idemkit/fakes/internal/testutil"
 	"github.com/idemkit/idemkit/fakes/slackfake"
 )

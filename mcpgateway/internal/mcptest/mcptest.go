@@ -7,23 +7,10 @@
 package mcptest
 
 import (
-	"context"
-	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 
-	"github.com/idemkit/idemkit/internal/tooling"
-)
-
-var (
-	once    sync.Once
-	dir     string
-	node    string
-	missing string // why the tools are unavailable
-	failure error
+	"github.com/idemkit/idemkit/internal/nodetools"
 )
 
 // Dir returns tools/mcp with its node_modules installed, and the path of
@@ -31,40 +18,7 @@ var (
 // and fails it when the install fails.
 func Dir(tb testing.TB) (toolsDir, nodePath string) {
 	tb.Helper()
-	once.Do(setup)
-	switch {
-	case failure != nil:
-		tb.Fatal(failure)
-	case missing != "" && os.Getenv("CI") == "true":
-		tb.Fatalf("mcptest: %s (CI=true: not skipped)", missing)
-	case missing != "":
-		tb.Skip("mcptest: " + missing)
-	}
-	return dir, node
-}
-
-func setup() {
-	root, err := tooling.RepoRoot()
-	switch {
-	case errors.Is(err, tooling.ErrNoModule):
-		missing = err.Error()
-		return
-	case err != nil:
-		failure = err
-		return
-	}
-	dir = filepath.Join(root, "tools", "mcp")
-	if node, err = exec.LookPath("node"); err != nil {
-		missing = "node not found; it runs the MCP reference servers"
-		return
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		if _, serr := os.Stat(filepath.Join(dir, "node_modules")); serr != nil {
-			missing = "npm not found; it installs tools/mcp"
-			return
-		}
-	}
-	failure = tooling.NPMCI(context.Background(), dir)
+	return nodetools.Dir(tb, "mcp")
 }
 
 // Memory returns the command that runs @modelcontextprotocol/server-memory

@@ -1,6 +1,7 @@
-// Package nodetools gives the fakes' tests a provider's official Node
-// client, installed with npm ci from the lockfile in the repository's
-// tools/<name> folder, and runs scripts with it.
+// Package nodetools gives tests a Node package pinned in the repository's
+// tools/<name> folder (an official client, Stoplight Prism, the MCP
+// reference servers), installed with npm ci from its lockfile, and runs
+// scripts with it.
 //
 // Without node or npm the tests that need them are skipped with the
 // reason, unless CI=true, where that is a failure.
