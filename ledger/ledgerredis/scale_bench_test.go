@@ -20,11 +20,16 @@ import (
 
 // scaleServer is a redis-server of the scale benchmarks' own (started once
 // per test binary): they change its slowlog settings, which a shared
-// server's other users should not see.
+// server's other users should not see. Its main thread runs under
+// SCHED_FIFO where this process may set it (realtime), so that SLOWLOG
+// measures scripts and not a busy machine's scheduling; pid is 0 when the
+// server's process id is unknown.
 var scaleServer struct {
-	once sync.Once
-	url  string
-	err  error
+	once     sync.Once
+	url      string
+	pid      int
+	realtime bool
+	err      error
 }
 
 func ownServer(b *testing.B) string {
@@ -37,6 +42,19 @@ func ownServer(b *testing.B) string {
 		}
 		stopAtExit(srv)
 		scaleServer.url = srv.URL
+		info, err := redistest.NewClient(b, srv.URL).Info(context.Background(), "server").Result()
+		if err != nil {
+			scaleServer.err = err
+			return
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+				scaleServer.pid, _ = strconv.Atoi(v)
+			}
+		}
+		if scaleServer.pid != 0 {
+			scaleServer.realtime = realtime(scaleServer.pid) == nil
+		}
 	})
 	if scaleServer.err != nil {
 		b.Skip(scaleServer.err)
@@ -58,7 +76,7 @@ func slowlog(b *testing.B, rc *redis.Client) func() map[string]scriptTimes {
 		b.Fatal(err)
 	}
 	names := ledgerredis.ScriptNames()
-	names[noopScript.Hash()] = "noop"
+	names[busyScript.Hash()] = "busy"
 	names[probeScript.Hash()] = "probe"
 	return func() map[string]scriptTimes {
 		logs, err := rc.SlowLogGet(ctx, -1).Result()
@@ -92,34 +110,49 @@ func slowlog(b *testing.B, rc *redis.Client) func() map[string]scriptTimes {
 	}
 }
 
-// noopScript is the floor of a script's time on the server: it does
-// nothing, so whatever SLOWLOG records of it is the machine's (the server
-// descheduled, its event loop's own work), not a script's.
-var noopScript = redis.NewScript(`return 1`)
+// busyScript is the floor of Purge's scripts: it touches no key and only
+// counts to ARGV[1], which busyFloor sets so that a run costs the server
+// as much time as one of Purge's scripts on average. Run as often and sent
+// the same way, it is as exposed as they are to whatever the machine does
+// to the server (an interrupt, a preempted virtual CPU): what SLOWLOG
+// records of it over 5 ms is the machine's, not a script's work.
+var busyScript = redis.NewScript(`local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return 1`)
 
-// probeScript is noopScript by another name (its own SHA), run beside
+// probeScript is a script that does nothing, run every millisecond beside
 // Purge.
 var probeScript = redis.NewScript(`return 2`)
 
-// noopFloor runs noopScript n times, pipelined in pages of 256 as Purge's
-// scripts are.
-func noopFloor(b *testing.B, rc *redis.Client, n int) {
+// busyFloor runs busyScript n times, pipelined in pages of 256 as Purge's
+// scripts are, each counting as far as makes its mean time on the server
+// meanUS µs (found first with two rounds of 2,000 runs), and returns the
+// mean it took.
+func busyFloor(b *testing.B, rc *redis.Client, n int, meanUS float64) float64 {
 	ctx := context.Background()
-	if err := noopScript.Load(ctx, rc).Err(); err != nil {
+	if err := busyScript.Load(ctx, rc).Err(); err != nil {
 		b.Fatal(err)
 	}
-	for n > 0 {
-		page := min(n, 256)
-		n -= page
-		if _, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for range page {
-				noopScript.EvalSha(ctx, p, nil)
+	run := func(n, count int) float64 {
+		calls0, usec0 := evalStats(b, rc)
+		for n > 0 {
+			page := min(n, 256)
+			n -= page
+			if _, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for range page {
+					busyScript.EvalSha(ctx, p, nil, count)
+				}
+				return nil
+			}); err != nil {
+				b.Fatal(err)
 			}
-			return nil
-		}); err != nil {
-			b.Fatal(err)
 		}
+		calls, usec := evalStats(b, rc)
+		return float64(usec-usec0) / float64(calls-calls0)
 	}
+	count := 1000
+	for range 2 { // a run's time is nearly linear in the count
+		count = max(1, int(float64(count)*meanUS/run(2000, count)))
+	}
+	return run(n, count)
 }
 
 // scriptTimes are the longest run of a script and how many runs took over
@@ -140,12 +173,20 @@ type scriptTimes struct {
 // claim or complete script (INFO commandstats), max-write-script-µs is the longest claim or
 // complete script seen in the sub-benchmark's runs so far, and
 // write-scripts>5ms how many took longer than 5 ms; the purge-script
-// metrics are the same for Purge's scripts. On a loaded machine the
-// server is now and then descheduled in the middle of a script, which
-// SLOWLOG counts: compare the counts with the number of runs, and with
-// the floors in the same run: noop-scripts (as many scripts that do
-// nothing as Purge ran, sent the same way after it) and probe-scripts (a
-// script that does nothing, every millisecond beside Purge). With
+// metrics are the same for Purge's scripts.
+//
+// A script's run in SLOWLOG is the time from its start to its end, also
+// when the server was not running meanwhile. Two measures keep the machine
+// apart from the scripts, in the same run. The server's main thread runs
+// under SCHED_FIFO where this process may set it (server-realtime 1): on a
+// machine whose CPUs other processes keep busy, the scheduler otherwise
+// preempts a server that runs pipelined scripts back to back, as Purge
+// does, for tens of milliseconds now and then (server-runqueue-ms: how
+// long the server waited for a CPU while Purge ran, from its schedstat).
+// And the floors: busy-scripts, as many scripts as Purge ran, sent the
+// same way after it, each taking as long on average but touching no key
+// (what they record over 5 ms is the machine's); probe-scripts, a script
+// that does nothing, every millisecond beside Purge. With
 // IDEMKIT_BENCH_SLOWLOG naming a file, each run over 5 ms is appended to
 // it (second, script, µs).
 func BenchmarkScriptsAt1M(b *testing.B) {
@@ -169,7 +210,7 @@ func BenchmarkScriptsAt1M(b *testing.B) {
 		var read func() map[string]scriptTimes
 		longest := map[string]scriptTimes{}
 		purged := false
-		var meanPurge float64
+		var meanPurge, meanBusy, purgeWait float64
 		b.Run(name, func(b *testing.B) {
 			if read == nil {
 				read = slowlog(b, rc)
@@ -194,6 +235,7 @@ func BenchmarkScriptsAt1M(b *testing.B) {
 				b.StopTimer()
 				purged = true
 				calls0, usec0 := evalStats(b, rc)
+				wait0, _ := runqueueWait(scaleServer.pid)
 				t := time.Now()
 				// A probe beside Purge: a script that does nothing, every
 				// millisecond, on a connection of its own. What SLOWLOG
@@ -222,10 +264,13 @@ func BenchmarkScriptsAt1M(b *testing.B) {
 				}
 				calls, usec := evalStats(b, rc)
 				meanPurge = float64(usec-usec0) / float64(calls-calls0)
+				if wait, err := runqueueWait(scaleServer.pid); err == nil {
+					purgeWait = float64(wait-wait0) / 1e6
+				}
 				b.Logf("Purge deleted %d records in %v: %d scripts, %.1f µs each on average", n, time.Since(t), calls-calls0, meanPurge)
-				// The floor, in the same run: as many scripts that do
-				// nothing, sent the same way.
-				noopFloor(b, rc, int(calls-calls0))
+				// The floor, in the same run: as many scripts that take as
+				// long, sent the same way.
+				meanBusy = busyFloor(b, rc, int(calls-calls0), meanPurge)
 				b.StartTimer()
 			}
 			for name, t := range read() {
@@ -238,6 +283,11 @@ func BenchmarkScriptsAt1M(b *testing.B) {
 				writes.longest = max(writes.longest, longest[name].longest)
 				writes.over5ms += longest[name].over5ms
 			}
+			rt := 0.0
+			if scaleServer.realtime {
+				rt = 1
+			}
+			b.ReportMetric(rt, "server-realtime")
 			b.ReportMetric(float64(writes.longest.Microseconds()), "max-write-script-µs")
 			b.ReportMetric(float64(writes.over5ms), "write-scripts>5ms")
 			if purged {
@@ -249,8 +299,10 @@ func BenchmarkScriptsAt1M(b *testing.B) {
 				b.ReportMetric(float64(steps.longest.Microseconds()), "max-purge-script-µs")
 				b.ReportMetric(float64(steps.over5ms), "purge-scripts>5ms")
 				b.ReportMetric(meanPurge, "mean-purge-script-µs")
-				b.ReportMetric(float64(longest["noop"].longest.Microseconds()), "max-noop-script-µs")
-				b.ReportMetric(float64(longest["noop"].over5ms), "noop-scripts>5ms")
+				b.ReportMetric(purgeWait, "server-runqueue-ms")
+				b.ReportMetric(float64(longest["busy"].longest.Microseconds()), "max-busy-script-µs")
+				b.ReportMetric(float64(longest["busy"].over5ms), "busy-scripts>5ms")
+				b.ReportMetric(meanBusy, "mean-busy-script-µs")
 				b.ReportMetric(float64(longest["probe"].longest.Microseconds()), "max-probe-script-µs")
 				b.ReportMetric(float64(longest["probe"].over5ms), "probe-scripts>5ms")
 			}
