@@ -148,7 +148,11 @@ type childProc struct {
 // holder was descheduled after its record) the callers were answered: the
 // wake path (the signal, each waiter's read) and the scheduling of all
 // the processes on the machine's cores. The clocks of one host are
-// compared. With poll set the
+// compared. callers-cpu-ns/op is the CPU time the caller processes spent
+// per round, all of them together (Linux: their threads' schedstat), a
+// figure the machine's load does not change: on a machine of n cores
+// their answers cannot spread over less than it divided by n. With poll
+// set the
 // processes hide their Store's Watch, so that their waiters poll (with
 // the executor's backoff, at most 25 ms apart), as before the ledgers
 // watched.
@@ -235,6 +239,7 @@ func ContentionProcesses(b *testing.B, env []string, callers int, took time.Dura
 		lat, holders, spread []time.Duration
 		inProgress           int
 	)
+	cpu0, cpuOK := callersCPU(procs)
 	b.ResetTimer()
 	for b.Loop() {
 		answered, holder, s, n := round()
@@ -244,6 +249,9 @@ func ContentionProcesses(b *testing.B, env []string, callers int, took time.Dura
 		inProgress += n
 	}
 	b.StopTimer()
+	if cpu1, ok := callersCPU(procs); ok && cpuOK {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "callers-cpu-ns/op")
+	}
 	reportLatency(b, lat)
 	if len(lat) > 0 && took > 0 {
 		b.ReportMetric(float64(Quantile(lat, 0.99))/float64(took), "p99/tool")
@@ -256,4 +264,33 @@ func ContentionProcesses(b *testing.B, env []string, callers int, took time.Dura
 		b.ReportMetric(float64(Quantile(spread, 0.99)), "spread-p99-ns")
 	}
 	b.ReportMetric(float64(inProgress)/float64(b.N), "in-progress/op")
+}
+
+// callersCPU is the CPU time the processes have spent so far, the sum of
+// their threads' (the first field of /proc/PID/task/TID/schedstat, in
+// ns), and false where the system has no such files.
+func callersCPU(procs []*childProc) (time.Duration, bool) {
+	var sum time.Duration
+	for _, p := range procs {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid))
+		if err != nil {
+			return 0, false
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", p.cmd.Process.Pid, t.Name()))
+			if err != nil {
+				continue // a thread that ended meanwhile
+			}
+			f := strings.Fields(string(b))
+			if len(f) == 0 {
+				return 0, false
+			}
+			ns, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			sum += time.Duration(ns)
+		}
+	}
+	return sum, true
 }
