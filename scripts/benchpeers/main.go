@@ -340,8 +340,10 @@ func dynamoSides(ctx context.Context) (_ []*side, stop func(), err error) {
 	}
 	idem := &side{name: "idemkit", batch: timed, count: func(op string, n, seq int) (map[string]int64, error) {
 		idemCounts.take()
-		_, err := counted(op, n, seq)
-		return idemCounts.take(), err
+		if _, err := counted(op, n, seq); err != nil {
+			return nil, err
+		}
+		return idemCounts.take(), nil
 	}}
 
 	peerProxy, peerCounts, err := countingProxy(srv.Endpoint)
@@ -361,7 +363,14 @@ func dynamoSides(ctx context.Context) (_ []*side, stop func(), err error) {
 	if err := dynamodb.NewTableExistsWaiter(api).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(peerTable)}, time.Minute); err != nil {
 		return nil, nil, err
 	}
-	peer, end, err := powertools(ctx, "dynamodb", func() (map[string]int64, error) { return peerCounts.take(), nil }, "ENDPOINT="+srv.Endpoint, "COUNT_ENDPOINT="+peerProxy, "TABLE="+peerTable)
+	counting := func(run func() error) (map[string]int64, error) {
+		peerCounts.take()
+		if err := run(); err != nil {
+			return nil, err
+		}
+		return peerCounts.take(), nil
+	}
+	peer, end, err := powertools(ctx, "dynamodb", counting, "ENDPOINT="+srv.Endpoint, "COUNT_ENDPOINT="+peerProxy, "TABLE="+peerTable)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -378,7 +387,8 @@ func deleteTable(api *dynamodb.Client, table string) {
 
 // redisSides starts a redis-server of the run's own and returns idemkit on
 // ledgerredis and Powertools on CachePersistenceLayer; their counting
-// passes count the commands the server receives (MONITOR).
+// passes count the commands the server receives (MONITOR, open only
+// during the counting batches).
 func redisSides(ctx context.Context) (_ []*side, stop func(), err error) {
 	srv, err := redistest.StartBinary(ctx, "redis-server", "redis-server", "--appendonly", "yes", "--appendfsync", "always")
 	if err != nil {
@@ -408,22 +418,25 @@ func redisSides(ctx context.Context) (_ []*side, stop func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	mon, err := startMonitor(opts.Addr, admin)
-	if err != nil {
-		return nil, nil, err
+	// The MONITOR connection is open only while a counting batch runs:
+	// the server formats every command, scripts' included, for it, which
+	// would slow the timed calls (idemkit's scripts more than single
+	// commands).
+	counting := func(run func() error) (map[string]int64, error) {
+		mon, err := startMonitor(opts.Addr, admin)
+		if err != nil {
+			return nil, err
+		}
+		defer mon.conn.Close()
+		if err := run(); err != nil {
+			return nil, err
+		}
+		return mon.take(ctx)
 	}
-	cleanup = append(cleanup, func() { mon.conn.Close() })
-	take := func() (map[string]int64, error) { return mon.take(ctx) }
 	idem := &side{name: "idemkit", batch: timed, count: func(op string, n, seq int) (map[string]int64, error) {
-		if _, err := take(); err != nil {
-			return nil, err
-		}
-		if _, err := timed(op, n, seq); err != nil {
-			return nil, err
-		}
-		return take()
+		return counting(func() error { _, err := timed(op, n, seq); return err })
 	}}
-	peer, end, err := powertools(ctx, "redis", take, "REDIS_URL="+srv.URL)
+	peer, end, err := powertools(ctx, "redis", counting, "REDIS_URL="+srv.URL)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -495,9 +508,9 @@ func (m *monitor) read(r *bufio.Reader) {
 	}
 }
 
-// take returns the commands counted since its last call: up to a mark it
-// sends now and waits to see in the stream, so that every command sent
-// before it is in.
+// take returns the commands counted since the connection opened or take
+// was last called: up to a mark it sends now and waits to see in the
+// stream, so that every command sent before it is in.
 func (m *monitor) take(ctx context.Context) (map[string]int64, error) {
 	m.seq++
 	mark := markPrefix + strconv.Itoa(m.seq)
@@ -527,9 +540,9 @@ func (m *monitor) take(ctx context.Context) (map[string]int64, error) {
 }
 
 // powertools starts tools/peers/powertools.mjs on store with env, and
-// returns its side; take answers the requests sent since its last call
-// (it is called before and after each counting batch).
-func powertools(ctx context.Context, store string, take func() (map[string]int64, error), env ...string) (_ *side, stop func(), err error) {
+// returns its side; counting runs a batch of the counting pass and
+// returns the requests it sent.
+func powertools(ctx context.Context, store string, counting func(run func() error) (map[string]int64, error), env ...string) (_ *side, stop func(), err error) {
 	dir, err := filepath.Abs(filepath.Join("tools", "peers"))
 	if err != nil {
 		return nil, nil, err
@@ -595,13 +608,7 @@ func powertools(ctx context.Context, store string, take func() (map[string]int64
 		name:  "powertools",
 		batch: func(op string, n, seq int) ([]time.Duration, error) { return batch(op, n, seq, false) },
 		count: func(op string, n, seq int) (map[string]int64, error) {
-			if _, err := take(); err != nil {
-				return nil, err
-			}
-			if _, err := batch(op, n, seq, true); err != nil {
-				return nil, err
-			}
-			return take()
+			return counting(func() error { _, err := batch(op, n, seq, true); return err })
 		},
 	}, stop, nil
 }
