@@ -148,7 +148,7 @@ type childProc struct {
 // holder was descheduled after its record) the callers were answered: the
 // wake path (the signal, each waiter's read) and the scheduling of all
 // the processes on the machine's cores. The clocks of one host are
-// compared. callers-cpu-ns/op is the CPU time the caller processes spent
+// compared. callers-cpu-ns is the CPU time the caller processes spent
 // per round, all of them together (Linux: their threads' schedstat), a
 // figure the machine's load does not change: on a machine of n cores
 // their answers cannot spread over less than it divided by n. With poll
@@ -250,7 +250,7 @@ func ContentionProcesses(b *testing.B, env []string, callers int, took time.Dura
 	}
 	b.StopTimer()
 	if cpu1, ok := callersCPU(procs); ok && cpuOK {
-		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "callers-cpu-ns/op")
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "callers-cpu-ns")
 	}
 	reportLatency(b, lat)
 	if len(lat) > 0 && took > 0 {
