@@ -9,7 +9,7 @@
 #   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
 #   make bench-sweep  the sweeper's listing at 10^3 and 10^6 records, into BENCHMARKS.md
 #   make bench-console  the console's pages at 10^3 and 10^6 records, into BENCHMARKS.md
-#   make bench-peers  idemkit and Powertools (TypeScript) on one dynalite, into BENCHMARKS.md
+#   make bench-peers  idemkit and Powertools (TypeScript) on one dynalite and one Redis, into BENCHMARKS.md
 #   make chaos   a long seeded chaos run (CHAOS_RUNS, CHAOS_SEED)
 #   make faultpoints  the fault-point enumeration with every pair of points failed
 #   make lambda-build  the Lambda example's bootstrap for linux/arm64
@@ -99,9 +99,12 @@ bench-sweep:
 	$(GO) run ./scripts/benchreport -in .tmp/sweep.txt -out BENCHMARKS.md -section sweep \
 		-title "The sweeper's listing at 10^3 and 10^6 records" -cmd "make bench-sweep (SWEEP_CMD: $(SWEEP_CMD))"
 
-# One idempotent call on DynamoDB through idemkit and through Powertools
-# for AWS Lambda (TypeScript, pinned in tools/peers, npm ci on first use),
-# on one dynalite, in alternating rounds (scripts/benchpeers).
+# One idempotent call through idemkit and through Powertools for AWS
+# Lambda (TypeScript, pinned in tools/peers, npm ci on first use), on one
+# dynalite (ledgerdynamo beside DynamoDBPersistenceLayer) and on one
+# redis-server (ledgerredis beside CachePersistenceLayer), both started
+# for the run, in alternating rounds, each side connected directly; the
+# requests per call are counted in a pass of their own (scripts/benchpeers).
 PEERS_ROUNDS ?= 10
 PEERS_CALLS  ?= 100
 bench-peers:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,9 +47,9 @@ func Child(open func() (ledger.Store, error)) {
 }
 
 // child answers the lines of ContentionProcesses: "GO ticket start" makes
-// the call for ticket at start (Unix ns) and answers "DONE outcome ns"
-// (the client.Outcome as a number),
-// ns the call's latency from when this process began it.
+// the call for ticket at start (Unix ns) and answers "DONE outcome ns end"
+// (the client.Outcome as a number), ns the call's latency from when this
+// process began it, end when the call returned (Unix ns).
 func child(open func() (ledger.Store, error), took time.Duration, run string, poll bool, in io.Reader, out io.Writer) error {
 	s, err := open()
 	if err != nil {
@@ -90,11 +91,11 @@ func child(open func() (ledger.Store, error), took time.Duration, run string, po
 		time.Sleep(time.Until(time.Unix(0, start)))
 		t0 := time.Now()
 		r, err := exec.Execute(context.Background(), run, call(f[1]))
-		d := time.Since(t0)
+		t1 := time.Now()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "DONE %d %d\n", int(r.Outcome), d.Nanoseconds())
+		fmt.Fprintf(out, "DONE %d %d %d\n", int(r.Outcome), t1.Sub(t0).Nanoseconds(), t1.UnixNano())
 	}
 	return sc.Err()
 }
@@ -139,7 +140,19 @@ type childProc struct {
 // ledger.Watcher's signal, or its polls). In every iteration each process
 // makes the same call, for a new ticket, at one moment set 20 ms ahead;
 // latencies are taken in each process from when it began its call (ns/op
-// includes the 20 ms). The metrics are Contention's. With poll set the
+// includes the 20 ms). The metrics are Contention's, and three that split
+// a waiter's latency: holder-ns, the median time of the call that ran the
+// tool (its claim among all the others, the tool, its record), and
+// spread-p50-ns and spread-p99-ns, how long after the round's first
+// answer (the holder's, or that of a waiter woken by its settle, when the
+// holder was descheduled after its record) the callers were answered: the
+// wake path (the signal, each waiter's read) and the scheduling of all
+// the processes on the machine's cores. The clocks of one host are
+// compared. callers-cpu-ns is the CPU time the caller processes spent
+// per round, all of them together (Linux: their threads' schedstat), a
+// figure the machine's load does not change: on a machine of n cores
+// their answers cannot spread over less than it divided by n. With poll
+// set the
 // processes hide their Store's Watch, so that their waiters poll (with
 // the executor's backoff, at most 25 ms apart), as before the ledgers
 // watched.
@@ -180,7 +193,7 @@ func ContentionProcesses(b *testing.B, env []string, callers int, took time.Dura
 			b.Fatalf("caller process %d did not start: %q %v", i, p.lines.Text(), p.lines.Err())
 		}
 	}
-	round := func() (answered []time.Duration, inProgress int) {
+	round := func() (answered, holder, spread []time.Duration, inProgress int) {
 		ticket := "contended-procs-" + strconv.FormatInt(seq.Add(1), 10) + "-" + run
 		start := time.Now().Add(20 * time.Millisecond).UnixNano()
 		for i, p := range procs {
@@ -189,17 +202,19 @@ func ContentionProcesses(b *testing.B, env []string, callers int, took time.Dura
 			}
 		}
 		executed := 0
+		ends := make([]int64, len(procs))
 		for i, p := range procs {
 			if !p.lines.Scan() {
 				b.Fatalf("caller process %d ended: %v", i, p.lines.Err())
 			}
 			var outcome, ns int64
-			if _, err := fmt.Sscanf(p.lines.Text(), "DONE %d %d", &outcome, &ns); err != nil {
+			if _, err := fmt.Sscanf(p.lines.Text(), "DONE %d %d %d", &outcome, &ns, &ends[i]); err != nil {
 				b.Fatalf("caller process %d: %q: %v", i, p.lines.Text(), err)
 			}
 			switch client.Outcome(outcome) {
 			case client.Executed:
 				executed++
+				holder = append(holder, time.Duration(ns))
 			case client.AlreadyDone:
 			case client.InProgress:
 				inProgress++
@@ -211,25 +226,71 @@ func ContentionProcesses(b *testing.B, env []string, callers int, took time.Dura
 		if executed != 1 {
 			b.Fatalf("the tool ran %d times for one action", executed)
 		}
-		return answered, inProgress
+		first := slices.Min(ends)
+		for _, end := range ends {
+			spread = append(spread, time.Duration(end-first))
+		}
+		return answered, holder, spread, inProgress
 	}
 	// One round first, untimed and unreported: the stores' connections
 	// and watches are opened there, once.
 	round()
 	var (
-		lat        []time.Duration
-		inProgress int
+		lat, holders, spread []time.Duration
+		inProgress           int
 	)
+	cpu0, cpuOK := callersCPU(procs)
 	b.ResetTimer()
 	for b.Loop() {
-		answered, n := round()
+		answered, holder, s, n := round()
 		lat = append(lat, answered...)
+		holders = append(holders, holder...)
+		spread = append(spread, s...)
 		inProgress += n
 	}
 	b.StopTimer()
+	if cpu1, ok := callersCPU(procs); ok && cpuOK {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "callers-cpu-ns")
+	}
 	reportLatency(b, lat)
 	if len(lat) > 0 && took > 0 {
 		b.ReportMetric(float64(Quantile(lat, 0.99))/float64(took), "p99/tool")
 	}
+	if len(holders) > 0 {
+		b.ReportMetric(float64(Quantile(holders, 0.50)), "holder-ns")
+	}
+	if len(spread) > 0 {
+		b.ReportMetric(float64(Quantile(spread, 0.50)), "spread-p50-ns")
+		b.ReportMetric(float64(Quantile(spread, 0.99)), "spread-p99-ns")
+	}
 	b.ReportMetric(float64(inProgress)/float64(b.N), "in-progress/op")
+}
+
+// callersCPU is the CPU time the processes have spent so far, the sum of
+// their threads' (the first field of /proc/PID/task/TID/schedstat, in
+// ns), and false where the system has no such files.
+func callersCPU(procs []*childProc) (time.Duration, bool) {
+	var sum time.Duration
+	for _, p := range procs {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p.cmd.Process.Pid))
+		if err != nil {
+			return 0, false
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", p.cmd.Process.Pid, t.Name()))
+			if err != nil {
+				continue // a thread that ended meanwhile
+			}
+			f := strings.Fields(string(b))
+			if len(f) == 0 {
+				return 0, false
+			}
+			ns, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return 0, false
+			}
+			sum += time.Duration(ns)
+		}
+	}
+	return sum, true
 }

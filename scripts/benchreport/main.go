@@ -24,6 +24,9 @@
 //     action, BenchmarkY/fresh, where no BenchmarkXFloor/fresh is.
 //   - a sub-benchmark named raw-... is a floor of its siblings.
 //
+// Other metrics go to the last column; those in ns (NAME-ns) are shown as
+// times (holder-ns as "66.5 ms holder").
+//
 // Lines starting with "note:" become the section's notes.
 package main
 
@@ -231,6 +234,10 @@ func rows(res *results) []row {
 			switch u {
 			case "ns/op", "p50-ns", "p99-ns", "B/op", "allocs/op", "requests/op":
 			default:
+				if name, ok := strings.CutSuffix(u, "-ns"); ok { // a time: holder-ns, spread-p99-ns
+					other = append(other, b.format(u, duration)+" "+name)
+					continue
+				}
 				other = append(other, b.format(u, ratio)+" "+u)
 			}
 		}

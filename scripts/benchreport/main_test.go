@@ -28,6 +28,7 @@ BenchmarkRawFloor-2   	     100	   1000 ns/op
 BenchmarkStore/fresh-2   	     100	   1500 ns/op
 BenchmarkStore/replay-2   	     100	   500 ns/op
 BenchmarkContention-2   	       5	 108114834 ns/op	 0 in-progress/op	  74092767 p50-ns	 107625838 p99-ns	 2.153 p99/tool
+BenchmarkContentionProcesses/watch-2   	       5	 90000000 ns/op	 62000000 holder-ns	 0 in-progress/op	 60000000 p50-ns	 80000000 p99-ns	 1.6 p99/tool	 3850000 spread-p50-ns	 16500000 spread-p99-ns
 BenchmarkRunning
 --- FAIL: BenchmarkSomething
 PASS
@@ -59,6 +60,8 @@ func TestRows(t *testing.T) {
 		{name: "Store/fresh", runs: 1, ns: "1.5 µs", ratio: "1.50× RawFloor"},
 		{name: "Store/replay", runs: 1, ns: "500 ns"},
 		{name: "Contention", runs: 1, ns: "108 ms", p50: "74.1 ms", p99: "108 ms", other: "0 in-progress/op, 2.15 p99/tool"},
+		{name: "ContentionProcesses/watch", runs: 1, ns: "90 ms", p50: "60 ms", p99: "80 ms",
+			other: "62 ms holder, 0 in-progress/op, 1.6 p99/tool, 3.85 ms spread-p50, 16.5 ms spread-p99"},
 		{name: "Peers/fresh · idemkit", runs: 2, ns: "100 ns", p50: "90 ns", p99: "300 ns", requests: "2",
 			ratio: "0.60× powertools (p50 0.60×)"},
 		{name: "Peers/fresh · powertools", runs: 2, ns: "200 ns", p50: "150 ns", p99: "400 ns", requests: "2", ratio: "floor"},
@@ -73,8 +76,8 @@ func TestRows(t *testing.T) {
 			t.Errorf("row %s:\n got %+v\nwant %+v", want.name, r, want)
 		}
 	}
-	if len(got) != 12 {
-		t.Errorf("%d rows, want 12: %v", len(got), got)
+	if len(got) != 13 {
+		t.Errorf("%d rows, want 13: %v", len(got), got)
 	}
 }
 
