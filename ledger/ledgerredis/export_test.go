@@ -41,7 +41,7 @@ func ScriptNames() map[string]string {
 	return map[string]string{
 		claimScript.Hash(): "claim", completeScript.Hash(): "complete", failScript.Hash(): "fail",
 		extendScript.Hash(): "extend", listScanScript.Hash(): "list", dropStaleScript.Hash(): "drop-stale",
-		reindexOneScript.Hash(): "reindex", scanScript.Hash(): "scan", purgeOneScript.Hash(): "purge",
+		reindexOneScript.Hash(): "reindex", scanScript.Hash(): "scan", purgeOneScript.Hash(): "purge", markScript.Hash(): "mark",
 	}
 }
 

@@ -12,7 +12,8 @@ import "github.com/redis/go-redis/v9"
 //
 // Record fields (a hash): t tool, u run id, s state, o owner, l lease until
 // (ms), e expires at (ms), f fingerprint, a attempt, at attempt at (ms),
-// m summary, r ref, x result, z truncated ("1"), n reason, w updated at (ms).
+// m summary, r ref, x result, z truncated ("1"), n reason, w updated at (ms),
+// k watched ("1": a Store waits for its settle, see markScript).
 
 // The functions the scripts share; each script takes those it uses.
 const (
@@ -105,6 +106,7 @@ var claimScript = redis.NewScript(luaGone + luaKeep + luaToMap + `
 local now = tonumber(ARGV[2])
 local prev = redis.call('HGETALL', KEYS[1])
 local attempt, attemptAt = '1', ARGV[2]
+local watched = nil
 if #prev > 0 then
   local r = tomap(prev)
   local l = tonumber(r.l)
@@ -112,7 +114,7 @@ if #prev > 0 then
     local ok = r.s == 'failed' or
       (r.f == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and (now >= l or r.o == ARGV[10]))))
     if not ok then return {0, prev} end
-    attempt, attemptAt = r.a, r.at
+    attempt, attemptAt, watched = r.a, r.at, r.k
     -- Over a failed record the attempt begins with this claim (see
     -- ledger.Reclaimed).
     if r.s == 'failed' then attemptAt = ARGV[2] end
@@ -124,15 +126,17 @@ end
 prune(ARGV[2])
 redis.call('HSET', KEYS[1], 't', ARGV[6], 'u', ARGV[7], 's', 'pending', 'o', ARGV[3],
   'l', ARGV[4], 'e', ARGV[5], 'f', ARGV[8], 'a', attempt, 'at', attemptAt, 'w', ARGV[2])
+-- A record taken over stays watched: its waiters still wait.
+if watched then redis.call('HSET', KEYS[1], 'k', watched) end
 keep('pending', tonumber(ARGV[4]), tonumber(ARGV[5]), now, tonumber(ARGV[9]))
 return {1, attempt, attemptAt, prev}
 `)
 
 // completeScript: ARGV[3] owner, [4] summary, [5] ref, [6] result,
 // [7] truncated ("1" or "0"), [8] grace, [9] retention from now (ms; 0:
-// the claim's expiry), [10] the channel its settle is published on (the
-// record's key as the message; Store.Watch). Returns 1, or 0 when not
-// owner.
+// the claim's expiry), [10] the channel its settle is published on when
+// the record is watched (the record's key as the message; Store.Watch).
+// Returns 1, or 0 when not owner.
 var completeScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
@@ -142,14 +146,14 @@ if tonumber(ARGV[9]) > 0 then e = now + tonumber(ARGV[9]) end
 redis.call('HSET', KEYS[1], 's', 'done', 'l', ARGV[2], 'm', ARGV[4], 'r', ARGV[5],
   'x', ARGV[6], 'z', ARGV[7], 'w', ARGV[2], 'e', e)
 keep('done', now, e, now, tonumber(ARGV[8]))
-redis.call('PUBLISH', ARGV[10], ARGV[1])
+if redis.call('HEXISTS', KEYS[1], 'k') == 1 then redis.call('PUBLISH', ARGV[10], ARGV[1]) end
 return 1
 `)
 
 // failScript: ARGV[3] owner, [4] reason, [5] definite ("1" or "0"),
 // [6] grace, [7] retention of a failed record from now (ms; 0: the
-// claim's expiry), [8] the channel its settle is published on.
-// Returns 1, or 0 when not owner.
+// claim's expiry), [8] the channel its settle is published on when the
+// record is watched. Returns 1, or 0 when not owner.
 var failScript = redis.NewScript(luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
 local l, e = owned()
@@ -164,7 +168,7 @@ if ARGV[5] == '1' then
 end
 redis.call('HSET', KEYS[1], 's', s, 'l', ARGV[2], 'n', ARGV[4], 'w', ARGV[2])
 keep(s, now, e, now, tonumber(ARGV[6]))
-redis.call('PUBLISH', ARGV[8], ARGV[1])
+if redis.call('HEXISTS', KEYS[1], 'k') == 1 then redis.call('PUBLISH', ARGV[8], ARGV[1]) end
 return 1
 `)
 
@@ -301,4 +305,12 @@ if r[1] then
 end
 for i = 2, 6 do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return deleted
+`)
+
+// markScript marks the record KEYS[1] watched when it is pending, so that
+// its settle is published (Store.Watch). Returns 1 when it marked it.
+var markScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 's') ~= 'pending' then return 0 end
+redis.call('HSET', KEYS[1], 'k', '1')
+return 1
 `)

@@ -38,14 +38,21 @@ type watching struct {
 // each other's watches, which then read their records and wait on.
 func (s *Store) settledChannel() string { return s.prefix + ":settled" }
 
-// Watch implements ledger.Watcher. The scripts of Complete and Fail
-// publish the record's key on the ledger's channel (the prefix followed
-// by ":settled") in the same script as the write; the first Watch of a
-// Store subscribes to that channel, on a connection of its own that the
-// Store keeps until Close, and waits for the server to confirm the
-// subscription. A message wakes the watches of its key. When the
-// connection breaks, the subscription is renewed and every watch is
-// woken, since messages may have been lost meanwhile. Stores of an
+// Watch implements ledger.Watcher. The first Watch of a Store subscribes
+// to the ledger's channel (the prefix followed by ":settled"), on a
+// connection of its own that the Store keeps until Close, and waits for
+// the server to confirm the subscription. Each Watch then marks the
+// record watched when it is pending (a script of its own), and the
+// scripts of Complete and Fail publish the key of a watched record on
+// that channel in the same script as the write: records nobody waits for
+// cost no message, however many Stores subscribe. A claim that takes the
+// record over keeps the mark. No settle is missed: the mark and a settle
+// are scripts on the same key and run one after the other, so either the
+// mark comes first and the settle, published, reaches the subscription
+// made before it, or the settle comes first and the caller's read after
+// Watch finds the record settled. A message wakes the watches of its key.
+// When the connection breaks, the subscription is renewed and every watch
+// is woken, since messages may have been lost meanwhile. Stores of an
 // earlier version publish nothing: a caller waiting for a record one of
 // them settles learns of it by polling.
 func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
@@ -82,6 +89,10 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(),
 		go w.receive(ps)
 	}
 	ch, stop := w.hub.Add(key)
+	if err := markScript.Run(ctx, s.c, s.keys(key)[:1]).Err(); err != nil {
+		stop()
+		return nil, nil, unavailable(fmt.Errorf("mark watched: %w", err))
+	}
 	return ch, stop, nil
 }
 
