@@ -57,22 +57,11 @@ type Stats struct {
 // With sync set (SyncFull), SQLite does not sync at commit; a commit is
 // durable once sync has returned after it, and nobody is answered before.
 // A committer syncs after handing the connection over, and one sync covers
-// every commit made before it began. While a sync runs, the next batch does
-// not commit: it runs its statements in an open transaction, taking in the
-// writes that arrive, and commits when the sync ends. So the disk syncs one
-// batch while the next one runs.
-//
-// Before a sync begins, the committer gathers: when the last sync covered
-// writes of several callers, it waits (at most as long as that sync took,
-// and 1 ms) until as many writes have been committed as that sync covered and
-// as waited for it to end, so that the callers it answered, who write
-// again at once, share this sync rather than wait for the next one;
-// meanwhile writes commit at once. Without it callers split
-// into two cohorts, one committing while the other's sync runs, and every
-// write waits for two syncs. A gather that times out short of its count
-// turns gathering off for the next gatherRest syncs: callers that do not
-// come back at once (their tools run between claim and completion) cost
-// a wait at most every that many syncs.
+// every commit made before it began. While a commit still waits for its
+// sync, the next batch does not commit: it runs its statements in an open
+// transaction, taking in the writes that arrive, and commits when the sync
+// ends. So the disk syncs one batch while the next one runs, and there is
+// one commit per sync, whatever the number of callers.
 type writer struct {
 	conn   *sql.Conn
 	verify func() error
@@ -106,25 +95,13 @@ type writer struct {
 	synced    *sync.Cond // on smu: a sync ended
 	committed uint64
 	durable   uint64
-	syncing   bool // a committer is gathering or syncing
-	flushing  bool // the sync itself runs
-	// Gathering: writes committed since the last sync began; the writes the
-	// next sync may expect (those the last one covered, whose callers may
-	// write again, and those that waited for it to end) and how long the
-	// last one took; and the syncs to come that do not gather.
-	unsyncedWrites uint64
-	expect         uint64
-	lastSync       time.Duration
-	gatherRest     int
-	// commitSig (capacity 1) tells a gathering committer that a commit was
-	// made.
-	commitSig chan struct{}
+	syncing   bool
 	broken    atomic.Pointer[error] // a sync failed: every later write fails
 }
 
 // newWriter returns the group commit of conn; see writer for syncer.
 func newWriter(conn *sql.Conn, verify, syncer func() error, failed func(op string, err error) error) *writer {
-	w := &writer{conn: conn, verify: verify, sync: syncer, failed: failed, wake: make(chan struct{}, 1), commitSig: make(chan struct{}, 1)}
+	w := &writer{conn: conn, verify: verify, sync: syncer, failed: failed, wake: make(chan struct{}, 1)}
 	w.synced = sync.NewCond(&w.smu)
 	return w
 }
@@ -250,13 +227,6 @@ func (w *writer) take(batch []*op, n int) []*op {
 	return batch
 }
 
-// inSync reports whether a sync runs, which no commit made now can join.
-func (w *writer) inSync() bool {
-	w.smu.Lock()
-	defer w.smu.Unlock()
-	return w.flushing
-}
-
 // unsynced reports whether a commit waits for a sync that has not ended.
 func (w *writer) unsynced() bool {
 	if w.sync == nil || w.broken.Load() != nil {
@@ -326,8 +296,7 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 				}
 				answers = append(answers, err)
 			}
-			// Commit unless a sync runs: the next one covers this commit.
-			if len(batch) >= maxBatch || !w.inSync() {
+			if len(batch) >= maxBatch || !w.unsynced() {
 				break
 			}
 			<-w.wake // a write queued, or the sync ended
@@ -352,12 +321,7 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 	w.smu.Lock()
 	w.committed++
 	seq = w.committed
-	w.unsyncedWrites += uint64(len(batch))
 	w.smu.Unlock()
-	select {
-	case w.commitSig <- struct{}{}:
-	default:
-	}
 	return batch, answers, seq
 }
 
@@ -390,21 +354,11 @@ func (w *writer) waitDurable(seq uint64) error {
 			continue
 		}
 		w.syncing = true
-		w.gather()
-		w.flushing = true
-		upto, covered := w.committed, w.unsyncedWrites
-		w.unsyncedWrites = 0
+		upto := w.committed
 		w.smu.Unlock()
-		t0 := time.Now()
 		err := w.sync()
-		took := time.Since(t0)
-		// The writes that waited for the sync to end, to commit after it.
-		w.mu.Lock()
-		waited := uint64(len(w.queue)) + uint64(w.running.Load())
-		w.mu.Unlock()
 		w.smu.Lock()
-		w.syncing, w.flushing = false, false
-		w.expect, w.lastSync = covered+waited, took
+		w.syncing = false
 		w.syncs.Add(1)
 		if err != nil {
 			err = w.failed("sync", err)
@@ -416,41 +370,6 @@ func (w *writer) waitDurable(seq uint64) error {
 		w.poke()
 	}
 	return nil
-}
-
-// gatherRest is the number of syncs that do not gather after a gather
-// that timed out.
-const gatherRest = 8
-
-// gather waits, with w.smu held (it releases it while it waits), until
-// commits since the last sync began hold as many writes as that sync
-// covered and as waited for it to end, if more than one: see writer. It
-// waits at most as long as the last sync took, and 1 ms.
-func (w *writer) gather() {
-	want := w.expect
-	if want < 2 {
-		return
-	}
-	if w.gatherRest > 0 {
-		w.gatherRest--
-		return
-	}
-	t := time.NewTimer(min(w.lastSync, time.Millisecond))
-	defer t.Stop()
-	for w.unsyncedWrites < want {
-		w.smu.Unlock()
-		w.poke() // a batch waiting in an open transaction commits now
-		select {
-		case <-w.commitSig:
-			w.smu.Lock()
-		case <-t.C:
-			w.smu.Lock()
-			if w.unsyncedWrites < want {
-				w.gatherRest = gatherRest
-			}
-			return
-		}
-	}
 }
 
 // close refuses new writes and waits until the queued ones are answered.
