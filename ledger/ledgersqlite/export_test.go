@@ -10,3 +10,6 @@ func WriterQueue(s *Store) (waiting, running int) {
 
 // PurgeChunk is the most records one write of Purge deletes.
 const PurgeChunk = purgeChunk
+
+// SchemaVersion is the PRAGMA user_version of the files Open writes.
+const SchemaVersion = schemaVersion

@@ -117,6 +117,7 @@ func BenchmarkConcurrentFreshPaired(b *testing.B) {
 	b.ReportMetric(float64(tStore)/float64(tRaw), "store/raw")
 	st := s.Stats()
 	b.ReportMetric(float64(st.Writes)/float64(max(st.Commits, 1)), "writes/commit")
+	b.ReportMetric(float64(st.Writes)/float64(max(st.Syncs, 1)), "writes/sync")
 }
 
 // storeFresh makes one fresh action through s: a claim and a completion.

@@ -159,13 +159,20 @@ func TestMultiProcessClaims(t *testing.T) {
 }
 
 // TestMain runs the body of a child process (of TestMultiProcessClaims,
-// TestGroupCommitSurvivesKill, TestWatchAcrossProcesses or
-// BenchmarkContentionProcesses) when the environment asks for one, and the
+// TestGroupCommitSurvivesKill, TestWatchAcrossProcesses,
+// BenchmarkContentionProcesses or BenchmarkScaleProcess) when the environment asks for one, and the
 // tests otherwise.
 func TestMain(m *testing.M) {
 	ledgerbench.Child(func() (ledger.Store, error) {
 		return ledgersqlite.Open(context.Background(), os.Getenv(envBenchDB), nil)
 	})
+	if child, err := scaleChild(); child {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scale child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	roles := map[string]func() error{"claimer": claimer, "batcher": batcher, "watcher": watcher}
 	if role := os.Getenv(envRole); role != "" {
 		if err := roles[role](); err != nil {

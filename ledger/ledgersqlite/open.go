@@ -21,11 +21,6 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 )
 
-// readerMmap is the PRAGMA mmap_size of the read-only connections: a page
-// missing from a connection's cache is read from the page cache without a
-// system call (README.md, Reads).
-const readerMmap = 1 << 30
-
 // Open opens (creating when missing) the ledger file at path and prepares
 // its schema. path must name a file; several Stores, in one process or in
 // several, may open the same file. A path that cannot hold the ledger is
@@ -111,7 +106,7 @@ func (s *Store) open(ctx context.Context, dsn string, c Config) error {
 		return s.openError(err)
 	}
 	if s.r, err = sql.Open("sqlite", dsn+"&_busy_timeout="+strconv.FormatInt(c.BusyTimeout.Milliseconds(), 10)+
-		"&_query_only=1&_pragma=mmap_size("+strconv.Itoa(readerMmap)+")"); err != nil {
+		"&_query_only=1&_pragma=mmap_size(0)"); err != nil {
 		return s.unavailable("open", err)
 	}
 	readers := max(4, runtime.GOMAXPROCS(0))

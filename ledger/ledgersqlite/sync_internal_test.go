@@ -257,3 +257,90 @@ func TestBlockedClaimAnsweredBeforeSync(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// After a sync that covered the writes of several callers, the next write
+// waits, in an open transaction, for as many writes (its callers write
+// again at once) and commits with them: one commit and one sync. A gather
+// that times out commits what it has and turns gathering off for the next
+// gatherRest syncs; a store whose syncs cover one write never gathers
+// (TestLoneWritesSyncEach).
+func TestGatherAfterSharedSync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openTemp(t, nil)
+	entered, release := heldSync(t, s)
+
+	claim := func(key string, errs chan<- error) {
+		res, err := s.Claim(ctx, testClaim(key))
+		if err == nil && !res.Claimed {
+			err = fmt.Errorf("%s not claimed: %+v", key, res)
+		}
+		errs <- err
+	}
+	errs := make(chan error, 8)
+	// A sync that covers two writes: one commits alone and syncs, two more
+	// wait for that sync and commit together.
+	go claim("a", errs)
+	<-entered
+	go claim("b", errs)
+	go claim("c", errs)
+	pollUntil(t, "two writes wait in the open transaction", func() bool {
+		waiting, running := WriterQueue(s)
+		return waiting == 0 && running == 2
+	})
+	release <- nil
+	<-entered // the sync of b and c
+	release <- nil
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := s.Stats()
+	s.wr.smu.Lock()
+	covered := s.wr.lastCovered
+	s.wr.lastSync, s.wr.gatherMax = time.Hour, time.Hour // a gather that never times out here
+	s.wr.smu.Unlock()
+	if covered != 2 {
+		t.Fatalf("the last sync covered %d writes, want 2", covered)
+	}
+
+	// The next write waits for a second one: no commit until it comes.
+	go claim("d", errs)
+	pollUntil(t, "the write gathers", func() bool {
+		_, running := WriterQueue(s)
+		return running == 1
+	})
+	if st := s.Stats(); st.Commits != before.Commits {
+		t.Fatalf("Stats = %+v: committed without gathering (before: %+v)", st, before)
+	}
+	go claim("e", errs)
+	<-entered
+	if st := s.Stats(); st.Commits != before.Commits+1 || st.Writes != before.Writes+2 {
+		t.Fatalf("Stats = %+v, want 2 more writes in 1 more commit than %+v", st, before)
+	}
+	release <- nil
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A gather that times out: the write commits alone, and the next
+	// syncs do not gather.
+	s.wr.smu.Lock()
+	s.wr.gatherMax = time.Nanosecond
+	s.wr.smu.Unlock()
+	go claim("f", errs)
+	<-entered
+	s.wr.smu.Lock()
+	rest := s.wr.gatherRest
+	s.wr.smu.Unlock()
+	if rest != gatherRest {
+		t.Errorf("after a gather that timed out, %d syncs rest, want %d", rest, gatherRest)
+	}
+	release <- nil
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+}

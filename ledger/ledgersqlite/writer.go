@@ -35,6 +35,7 @@ type op struct {
 	key  string
 	run  func(ctx context.Context) error
 	done chan error // buffered: the committer never waits for the caller
+	gen  uint64     // the syncs that had ended when the write was submitted
 }
 
 // Stats counts the writes of a Store, the commits that made them, and the
@@ -62,6 +63,12 @@ type Stats struct {
 // transaction, taking in the writes that arrive, and commits when the sync
 // ends. So the disk syncs one batch while the next one runs, and there is
 // one commit per sync, whatever the number of callers.
+//
+// A batch about to commit after a sync that covered the writes of several
+// callers first gathers (gatherFor): those callers, answered at that
+// sync's end, usually write again at once, and without the wait they
+// would form a cohort of their own, committing while the others' sync
+// runs, every write waiting for two syncs.
 type writer struct {
 	conn   *sql.Conn
 	verify func() error
@@ -96,12 +103,20 @@ type writer struct {
 	committed uint64
 	durable   uint64
 	syncing   bool
-	broken    atomic.Pointer[error] // a sync failed: every later write fails
+	// Gathering (see gatherFor): the writes committed since the last sync
+	// began; the writes that sync covered and how long it took; the
+	// syncs to come that do not gather.
+	unsyncedWrites uint64
+	lastCovered    uint64
+	lastSync       time.Duration
+	gatherRest     int
+	gatherMax      time.Duration         // the longest gather (tests change it)
+	broken         atomic.Pointer[error] // a sync failed: every later write fails
 }
 
 // newWriter returns the group commit of conn; see writer for syncer.
 func newWriter(conn *sql.Conn, verify, syncer func() error, failed func(op string, err error) error) *writer {
-	w := &writer{conn: conn, verify: verify, sync: syncer, failed: failed, wake: make(chan struct{}, 1)}
+	w := &writer{conn: conn, verify: verify, sync: syncer, failed: failed, wake: make(chan struct{}, 1), gatherMax: time.Millisecond}
 	w.synced = sync.NewCond(&w.smu)
 	return w
 }
@@ -125,6 +140,7 @@ func (w *writer) submit(o *op) error {
 		w.mu.Unlock()
 		return *err
 	}
+	o.gen = w.syncs.Load()
 	w.queue = append(w.queue, o)
 	if w.committing {
 		w.mu.Unlock()
@@ -255,7 +271,7 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 			}
 		}
 	}
-	if len(batch) == 1 && !w.unsynced() {
+	if len(batch) == 1 && !w.unsynced() && w.gatherFor(batch) == 0 {
 		// Alone, as a plain statement under its caller's context.
 		o := batch[0]
 		w.running.Store(1)
@@ -278,6 +294,7 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 			return nil, nil, 0
 		}
 		written := make(map[string]bool, len(batch))
+		var gather *gathering
 		for {
 			w.running.Store(int64(len(batch)))
 			for _, o := range batch[len(answers):] {
@@ -296,8 +313,32 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 				}
 				answers = append(answers, err)
 			}
-			if len(batch) >= maxBatch || !w.unsynced() {
+			if len(batch) >= maxBatch {
 				break
+			}
+			if !w.unsynced() {
+				// Durable so far: commit now, or first gather.
+				if gather == nil {
+					if want := w.gatherFor(batch); want > 0 {
+						gather = &gathering{want: want, timer: time.NewTimer(w.gatherTime())}
+						defer gather.timer.Stop()
+					}
+				}
+				if gather == nil || len(batch) >= gather.want {
+					break
+				}
+				select {
+				case <-w.wake:
+				case <-gather.timer.C:
+					w.smu.Lock()
+					w.gatherRest = gatherRest
+					w.smu.Unlock()
+					batch = w.take(batch, maxBatch-len(batch))
+					gather.want = 0 // commit what arrived
+					continue
+				}
+				batch = w.take(batch, maxBatch-len(batch))
+				continue
 			}
 			<-w.wake // a write queued, or the sync ended
 			batch = w.take(batch, maxBatch-len(batch))
@@ -321,6 +362,7 @@ func (w *writer) commit() (batch []*op, answers []error, seq uint64) {
 	w.smu.Lock()
 	w.committed++
 	seq = w.committed
+	w.unsyncedWrites += uint64(len(batch))
 	w.smu.Unlock()
 	return batch, answers, seq
 }
@@ -354,11 +396,18 @@ func (w *writer) waitDurable(seq uint64) error {
 			continue
 		}
 		w.syncing = true
-		upto := w.committed
+		upto, covered := w.committed, w.unsyncedWrites
+		w.unsyncedWrites = 0
 		w.smu.Unlock()
+		t0 := time.Now()
 		err := w.sync()
+		took := time.Since(t0)
 		w.smu.Lock()
 		w.syncing = false
+		w.lastCovered, w.lastSync = covered, took
+		if w.gatherRest > 0 {
+			w.gatherRest--
+		}
 		w.syncs.Add(1)
 		if err != nil {
 			err = w.failed("sync", err)
@@ -370,6 +419,53 @@ func (w *writer) waitDurable(seq uint64) error {
 		w.poke()
 	}
 	return nil
+}
+
+// gatherRest is the number of syncs that do not gather after a gather
+// that timed out.
+const gatherRest = 8
+
+// gathering is a batch's wait for the writes it expects.
+type gathering struct {
+	want  int
+	timer *time.Timer
+}
+
+// gatherFor returns the number of writes a batch of the given writes,
+// about to commit with every earlier commit durable, should wait for (0:
+// commit now). When the last sync covered the writes of several callers,
+// the batch expects them again (answered at that sync's end, they write
+// again at once) beside the writes that waited for that sync: so that they
+// share the next sync rather than split into two cohorts, one committing
+// while the other's sync runs, each write waiting for two syncs.
+func (w *writer) gatherFor(batch []*op) int {
+	if w.sync == nil {
+		return 0
+	}
+	ended := w.syncs.Load()
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	if w.lastCovered < 2 {
+		return 0
+	}
+	if w.gatherRest > 0 {
+		return 0
+	}
+	want := int(w.lastCovered)
+	for _, o := range batch {
+		if o.gen < ended {
+			want++ // it waited for the last sync: not one of its callers
+		}
+	}
+	return min(want, maxBatch)
+}
+
+// gatherTime bounds a gather: the time of the last sync, at most
+// gatherMax (1 ms).
+func (w *writer) gatherTime() time.Duration {
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	return min(w.lastSync, w.gatherMax)
 }
 
 // close refuses new writes and waits until the queued ones are answered.
