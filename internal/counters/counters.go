@@ -184,7 +184,7 @@ func write(ctx context.Context, store ledger.Store, clk clock.Clock, token strin
 		return fmt.Errorf("counters: the key %s is taken", key)
 	}
 	summary := fmt.Sprintf("%s: %d executed, %d replayed, %d merged, %d reconciled", c.Tool, c.Executed, c.Replayed, c.Merged, c.Reconciled)
-	if err := store.Complete(ctx, key, owner, ledger.Completion{Summary: summary, Result: body, Retention: Retention}.Fit(0)); err != nil {
+	if err := store.Complete(ctx, key, owner, ledger.Completion{Summary: summary, Result: body, Retention: Retention}.Fit(ledger.MaxResultBytes)); err != nil {
 		return fmt.Errorf("counters: %w", err)
 	}
 	return nil
