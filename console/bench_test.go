@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,7 +68,15 @@ func doneKey(i int) string {
 // the ratio), beside the raw floor of one Get of the same record in the
 // large store. It reports small-ns/op, large-ns/op (the page on 10^6
 // records), get-ns/op (the floor), large/small and large/get.
+// notes are the benchmarks' notes for BENCHMARKS.md (scripts/benchreport
+// reads the lines that start with "note: ").
+var notes = sync.OnceFunc(func() {
+	fmt.Println("note: small is a ledger of 2,000 records, large one of 10^6 (done records settled over the last week, a tenth of them refund_order's, 1,000 uncertain ones, and a counter record every 5 minutes); each page is served through the console's handler (httptest), rendering included, beside one Get on the large ledger (get). The machine was shared with other work: compare the ratios.")
+	fmt.Println("note: PostgreSQL is at migration 7 (its partial index of the done and failed records by time) and without Config.RunIndex: a search by run, like a search by tool or key prefix, reads records by time, at most 5,000 a page. The overview reads at most 100 done and 100 failed records per bucket and 5,000 counter records.")
+})
+
 func benchPages(b *testing.B, stores [2]ledger.Store) {
+	notes()
 	var cs [2]*console.Console
 	for i, s := range stores {
 		c, err := console.New(console.Config{Store: s})
