@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/clock"
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/providers"
@@ -631,5 +632,33 @@ func TestOverviewRates(t *testing.T) {
 	recs, err := f.store.List(ctx, ledger.Filter{RunID: ledger.CountersRun})
 	if err != nil || len(recs) != 2 { // the executor's and the sweep's
 		t.Errorf("counter records: %d %v, want 2", len(recs), err)
+	}
+}
+
+// Counter records are done records, listed among the actions' by time: a
+// bucket that holds more of them than the overview reads of its done
+// records still counts its actions (the seeded done send_reply settled at
+// 11:10, after 150 counter records of 11:05), and no counter record is
+// counted as an action.
+func TestOverviewCountsActionsAmongCounters(t *testing.T) {
+	f := newFixture(t, Config{})
+	now := f.clk.Now()
+	f.clk.Set(now.Add(-55 * time.Minute))
+	for range 150 {
+		if err := counters.Write(context.Background(), f.store, f.clk, counters.Counts{Tool: "send_reply", Replayed: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clk.Set(now)
+	code, body := f.get("/overview?range=6h")
+	if code != http.StatusOK {
+		t.Fatalf("%d\n%s", code, body)
+	}
+	sum := regexp.MustCompile(`(?s)<tr class="sum">(.*?)</tr>`).FindStringSubmatch(body)
+	if sum == nil || !strings.Contains(sum[1], "<td>all</td><td>1</td><td>1</td><td>1</td><td>1</td><td>0</td>") {
+		t.Errorf("totals: %v\n%s", sum, body)
+	}
+	if !strings.Contains(body, `<td class="replayed">150</td>`) {
+		t.Errorf("the rates do not show the 150 replays:\n%s", body)
 	}
 }

@@ -424,10 +424,28 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 			return nil
 		}
 	}
+	// The counter records are done records too, listed among the
+	// actions': they are read first, and each bucket's listing of done
+	// records reads as many more as the bucket holds of them.
+	countRecs, err := c.cfg.Store.List(ctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: end,
+		After: ledger.Cursor{LeaseUntil: start}, Limit: countersCap + 1})
+	if err != nil {
+		return nil, err
+	}
+	extra := make([]int, len(ov.Buckets))
+	for i := range countRecs {
+		if k := int(countRecs[i].LeaseUntil.Sub(start) / step); k >= 0 && k < len(extra) {
+			extra[k]++
+		}
+	}
 	for i, b := range ov.Buckets {
 		cells[i] = make([]cell, len(settled))
 		for j, st := range settled {
-			g.Go(list(st, b.From, b.To, bucketCap, &cells[i][j]))
+			limit := bucketCap
+			if st == ledger.StateDone {
+				limit += extra[i]
+			}
+			g.Go(list(st, b.From, b.To, limit, &cells[i][j]))
 		}
 	}
 	for j, st := range []ledger.State{ledger.StateUncertain, ledger.StatePending} {
@@ -445,13 +463,6 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 		if len(recs) > 0 {
 			ov.OldestLapsed = &recs[0]
 		}
-		return err
-	})
-	var countRecs []ledger.Record
-	g.Go(func() error {
-		recs, err := c.cfg.Store.List(gctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: end,
-			After: ledger.Cursor{LeaseUntil: start}, Limit: countersCap + 1})
-		countRecs = recs
 		return err
 	})
 	if err := g.Wait(); err != nil {
