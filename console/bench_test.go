@@ -72,7 +72,7 @@ func doneKey(i int) string {
 // reads the lines that start with "note: ").
 var notes = sync.OnceFunc(func() {
 	fmt.Println("note: small is a ledger of 2,000 records, large one of 10^6 (done records settled over the last week, a tenth of them refund_order's, 1,000 uncertain ones, and a counter record every 5 minutes); each page is served through the console's handler (httptest), rendering included, beside one Get on the large ledger (get). The machine was shared with other work: compare the ratios.")
-	fmt.Println("note: PostgreSQL is at migration 7 (its partial index of the done and failed records by time) and without Config.RunIndex: a search by run, like a search by tool or key prefix, reads records by time, at most 5,000 a page. The overview reads at most 100 done and 100 failed records per bucket and 5,000 counter records.")
+	fmt.Println("note: PostgreSQL is at migration 7 (its partial index of the done and failed records by time) and without Config.RunIndex: a search by run, like a search by tool or key prefix, reads records by time, at most 2,000 a page. The overview reads at most 100 done and 100 failed records per bucket and 2,400 counter records (an equal share per bucket).")
 })
 
 func benchPages(b *testing.B, stores [2]ledger.Store) {

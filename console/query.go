@@ -106,7 +106,7 @@ type query struct {
 // scanBudget bounds the records one search page reads when it filters by
 // tool or key prefix, which no index serves: a page reports how far it
 // read, and the next page continues from there.
-const scanBudget = 5000
+const scanBudget = 2000
 
 // searchResult is one page of a search.
 type searchResult struct {
@@ -297,11 +297,12 @@ var ranges = []overviewRange{
 // bucketCap bounds the done and failed records the overview reads per
 // time bucket, and stuckCap the uncertain and pending ones it reads over
 // the whole range: a chart with more shows its counts as "at least".
-// countersCap bounds the counter records it reads over the range.
+// countersCap bounds the counter records it reads over the range (an
+// equal share per bucket).
 const (
 	bucketCap   = 100
 	stuckCap    = 1000
-	countersCap = 5000
+	countersCap = 2400
 )
 
 // outcome is a column of the overview: a state, or resolved by hand.
@@ -425,18 +426,34 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 		}
 	}
 	// The counter records are done records too, listed among the
-	// actions': they are read first, and each bucket's listing of done
-	// records reads as many more as the bucket holds of them.
-	countRecs, err := c.cfg.Store.List(ctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: end,
-		After: ledger.Cursor{LeaseUntil: start}, Limit: countersCap + 1})
-	if err != nil {
+	// actions': they are read first, at most countersCap over the range,
+	// the same share from each bucket (so that the rates sample the whole
+	// range), and each bucket's listing of done records reads as many more
+	// as it holds of them.
+	perBucket := max(1, countersCap/len(ov.Buckets))
+	countCells := make([]cell, len(ov.Buckets))
+	cg, cctx := errgroup.WithContext(ctx)
+	cg.SetLimit(8)
+	for i, b := range ov.Buckets {
+		cg.Go(func() error {
+			recs, err := c.cfg.Store.List(cctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: b.To,
+				After: ledger.Cursor{LeaseUntil: b.From}, Limit: perBucket + 1})
+			countCells[i] = cell{recs: recs[:min(len(recs), perBucket)], capped: len(recs) > perBucket}
+			return err
+		})
+	}
+	if err := cg.Wait(); err != nil {
 		return nil, err
 	}
+	var countRecs []ledger.Record
 	extra := make([]int, len(ov.Buckets))
-	for i := range countRecs {
-		if k := int(countRecs[i].LeaseUntil.Sub(start) / step); k >= 0 && k < len(extra) {
-			extra[k]++
+	for i, cc := range countCells {
+		extra[i] = len(cc.recs)
+		if cc.capped {
+			extra[i]++ // the one more it read
+			ov.CountersCapped = true
 		}
+		countRecs = append(countRecs, cc.recs...)
 	}
 	for i, b := range ov.Buckets {
 		cells[i] = make([]cell, len(settled))
@@ -513,8 +530,6 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 			}
 		}
 	}
-	ov.CountersCapped = len(countRecs) > countersCap
-	countRecs = countRecs[:min(len(countRecs), countersCap)]
 	ov.Counters = len(countRecs)
 	rates := map[string]*toolRate{}
 	rate := func(t string) *toolRate {
