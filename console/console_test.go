@@ -659,9 +659,25 @@ func TestOverviewCountsActionsAmongCounters(t *testing.T) {
 	if sum == nil || !strings.Contains(sum[1], "<td>all</td><td>1</td><td>1</td><td>1</td><td>1</td><td>0</td>") {
 		t.Errorf("totals: %v\n%s", sum, body)
 	}
-	// 6 hours in 24 bars: the rates read at most 2400/24 = 100 counter
-	// records of a bar, and say that their counts are at least.
-	if !strings.Contains(body, `<td class="replayed">100</td>`) || !strings.Contains(body, "the counts are at least") {
-		t.Errorf("the rates do not show 100 of the 150 replays as a sample:\n%s", body)
+	if !strings.Contains(body, `<td class="replayed">150</td>`) || strings.Contains(body, "the counts are at least") {
+		t.Errorf("the rates do not show the 150 replays:\n%s", body)
+	}
+	// With more than 2400 counter records in the range (2300 more at
+	// 09:05), the rates read 2400/24 = 100 of each of the 24 bars of 6
+	// hours, and say that their counts are at least.
+	f.clk.Set(now.Add(-175 * time.Minute))
+	for range 2300 {
+		if err := counters.Write(context.Background(), f.store, f.clk, counters.Counts{Tool: "send_reply", Replayed: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clk.Set(now)
+	_, body = f.get("/overview?range=6h")
+	sum = regexp.MustCompile(`(?s)<tr class="sum">(.*?)</tr>`).FindStringSubmatch(body)
+	if sum == nil || !strings.Contains(sum[1], "<td>all</td><td>1</td><td>1</td><td>1</td><td>1</td><td>0</td>") {
+		t.Errorf("totals among 2450 counter records: %v\n%s", sum, body)
+	}
+	if !strings.Contains(body, `<td class="replayed">200</td>`) || !strings.Contains(body, "the counts are at least") {
+		t.Errorf("the rates do not show a sample of 100 replays from each of two bars:\n%s", body)
 	}
 }

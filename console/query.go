@@ -426,24 +426,39 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 		}
 	}
 	// The counter records are done records too, listed among the
-	// actions': they are read first, at most countersCap over the range,
-	// the same share from each bucket (so that the rates sample the whole
-	// range), and each bucket's listing of done records reads as many more
+	// actions': they are read first, at most countersCap over the range:
+	// in one listing when the range holds no more (a store without an
+	// index of them by time, SQLite, reads them all by run), else the
+	// same share from each bucket, so that the rates sample the whole
+	// range. Each bucket's listing of done records then reads as many more
 	// as it holds of them.
-	perBucket := max(1, countersCap/len(ov.Buckets))
 	countCells := make([]cell, len(ov.Buckets))
-	cg, cctx := errgroup.WithContext(ctx)
-	cg.SetLimit(8)
-	for i, b := range ov.Buckets {
-		cg.Go(func() error {
-			recs, err := c.cfg.Store.List(cctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: b.To,
-				After: ledger.Cursor{LeaseUntil: b.From}, Limit: perBucket + 1})
-			countCells[i] = cell{recs: recs[:min(len(recs), perBucket)], capped: len(recs) > perBucket}
-			return err
-		})
-	}
-	if err := cg.Wait(); err != nil {
+	all, err := c.cfg.Store.List(ctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: end,
+		After: ledger.Cursor{LeaseUntil: start}, Limit: countersCap + 1})
+	if err != nil {
 		return nil, err
+	}
+	if len(all) <= countersCap {
+		for _, r := range all {
+			if k := int(r.LeaseUntil.Sub(start) / step); k >= 0 && k < len(countCells) {
+				countCells[k].recs = append(countCells[k].recs, r)
+			}
+		}
+	} else {
+		perBucket := max(1, countersCap/len(ov.Buckets))
+		cg, cctx := errgroup.WithContext(ctx)
+		cg.SetLimit(8)
+		for i, b := range ov.Buckets {
+			cg.Go(func() error {
+				recs, err := c.cfg.Store.List(cctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: b.To,
+					After: ledger.Cursor{LeaseUntil: b.From}, Limit: perBucket + 1})
+				countCells[i] = cell{recs: recs[:min(len(recs), perBucket)], capped: len(recs) > perBucket}
+				return err
+			})
+		}
+		if err := cg.Wait(); err != nil {
+			return nil, err
+		}
 	}
 	var countRecs []ledger.Record
 	extra := make([]int, len(ov.Buckets))
