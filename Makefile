@@ -80,8 +80,6 @@ bench:
 # The operator console's pages on SQLite and PostgreSQL ledgers of 10^3
 # and 10^6 records, paired, beside one Get (also part of make bench; this
 # target runs only those, building each 10^6-record ledger once per run).
-# On PostgreSQL only the pages that read indexed listings (see
-# BenchmarkPagesPostgres).
 CONSOLE_CMD = $(GO) test -run '^$$' -bench 'Pages' -benchtime 10x -count 1 -timeout 30m ./console/
 bench-console:
 	@mkdir -p .tmp

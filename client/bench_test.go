@@ -88,3 +88,40 @@ func BenchmarkExecuteMem(b *testing.B) {
 		}
 	})
 }
+
+// A replay on the memory ledger with the counter records on (the default:
+// the replay is counted in memory) and off (Config.NoCounters), paired in
+// every iteration; reported: on/off.
+func BenchmarkReplayCounters(b *testing.B) {
+	ctx := context.Background()
+	call := client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"t-1","text":"Your refund is on its way."}`)}
+	var execs [2]*client.Executor
+	for i, off := range []bool{false, true} {
+		execs[i] = client.New(ledgermem.New(nil), &client.Config{NoCounters: off})
+		if err := execs[i].Register(client.Tool{
+			Name:     "send_reply",
+			Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
+			Run: func(context.Context, client.Invocation) (client.Effect, error) {
+				return client.Effect{Summary: "sent", Ref: "msg_1"}, nil
+			},
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := execs[i].Execute(ctx, "run-1", call); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var took [2]time.Duration
+	for b.Loop() {
+		for i, e := range execs {
+			t0 := time.Now()
+			if r, err := e.Execute(ctx, "run-1", call); err != nil || r.Outcome != client.AlreadyDone {
+				b.Fatal(r, err)
+			}
+			took[i] += time.Since(t0)
+		}
+	}
+	b.ReportMetric(float64(took[0])/float64(b.N), "on-ns/op")
+	b.ReportMetric(float64(took[1])/float64(b.N), "off-ns/op")
+	b.ReportMetric(float64(took[0])/float64(took[1]), "on/off")
+}

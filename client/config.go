@@ -65,6 +65,16 @@ type Config struct {
 	// (DisabledEnv) set to 1, true, yes or on sets it. New and every call log
 	// a warning while it is on.
 	Disabled bool
+	// NoCounters turns the counter records off. By default the Executor
+	// counts per tool what it executed, replayed, merged and reconciled, in
+	// memory, and writes the counts at most once a minute as one small done
+	// record per tool (tool and run ledger.CountersRun, kept 8 days), from a
+	// timer, never on a call's path: the operator console's replay and
+	// reconcile rates. Each costs the ledger what one fresh action costs
+	// (a claim and a completion), per tool and minute, whatever the number
+	// of calls; a replay itself still writes nothing. FlushCounters writes
+	// them at once (before the process exits).
+	NoCounters bool
 }
 
 func (c *Config) withDefaults() Config {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idemkit/errclass"
 	"github.com/idemkit/idemkit/internal/clip"
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -29,7 +30,7 @@ type Stats struct {
 	Failed     int64 // calls that ended failed
 }
 
-type counters struct {
+type stats struct {
 	executed, replayed, merged, takeovers, reconciled, uncertain, failed atomic.Int64
 }
 
@@ -49,13 +50,15 @@ type Executor struct {
 	mu    sync.RWMutex
 	tools map[string]*Tool
 	group singleflight.Group
-	n     counters
+	n     stats
 	// poll is the longest interval between two looks at a record held by
 	// a caller in another process (waitPoll).
 	poll time.Duration
 	// wakes signals settles to waiting callers: settles, shared by every
 	// Executor of the process (tests give theirs one of their own).
 	wakes *wakeups
+	// cnt writes the counter records (nil with Config.NoCounters).
+	cnt *counters.Recorder
 }
 
 // waitPoll bounds the interval of waitSettled's polls: a duplicate whose
@@ -89,8 +92,21 @@ func New(store ledger.Store, cfg *Config) *Executor {
 		c.Logger.Warn("idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
 			slog.String("env", DisabledEnv))
 	}
-	return &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll, wakes: settles}
+	e := &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll, wakes: settles}
+	if !c.NoCounters && !c.Disabled {
+		e.cnt = counters.New(store, c.Clock, 0)
+		e.cnt.OnError = func(err error) {
+			c.Logger.Warn("idemkit: writing the counter records failed; they are kept for the next write", slog.Any("err", err))
+		}
+	}
+	return e
 }
+
+// FlushCounters writes the counter records of what the Executor counted
+// since the last write now (see Config.NoCounters), rather than within a
+// minute: call it before the process exits so that its last minute is not
+// lost.
+func (e *Executor) FlushCounters(ctx context.Context) error { return e.cnt.Flush(ctx) }
 
 // Register adds tools, all or none: it checks every tool first and
 // registers nothing when one is refused. A tool needs a name of at most
@@ -204,6 +220,7 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 	a := v.(answer)
 	if shared {
 		e.n.merged.Add(1)
+		e.cnt.Add(counters.Counts{Tool: t.Name, Merged: 1})
 		a.r.Shared = true
 		if l := e.cfg.Logger; l.Enabled(ctx, slog.LevelDebug) {
 			l.LogAttrs(ctx, slog.LevelDebug, "idemkit merge", e.callAttrs(t, runID, id.key, a.r.Attempt, call)...)

@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/idemkit/idemkit/internal/clip"
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -49,8 +50,10 @@ func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result
 	}
 	if outcome == Executed {
 		r.e.n.executed.Add(1)
+		r.e.cnt.Add(counters.Counts{Tool: r.t.Name, Executed: 1})
 	} else {
 		r.e.n.replayed.Add(1)
+		r.e.cnt.Add(counters.Counts{Tool: r.t.Name, Replayed: 1})
 	}
 	// The caller gets the provider's full reference; the record may hold a
 	// clipped one.

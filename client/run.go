@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/errclass"
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -320,6 +321,9 @@ func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (sett
 		attrs = append(attrs, slog.String("reason", rec.Reason))
 	}
 	r.log(ctx, slog.LevelInfo, "idemkit reconcile", attrs...)
+	if err == nil && (rec.Verdict == VerdictFound || rec.Verdict == VerdictAbsent || rec.Verdict == VerdictResendSafe) {
+		r.e.cnt.Add(counters.Counts{Tool: r.t.Name, Reconciled: 1})
+	}
 	switch {
 	case err != nil:
 		return r.uncertains(r.withEarlier(fmt.Errorf("client: reconcile: %w", err))), true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -30,6 +31,7 @@ func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
 	switch prev.State {
 	case ledger.StateDone:
 		r.e.n.replayed.Add(1)
+		r.e.cnt.Add(counters.Counts{Tool: r.t.Name, Replayed: 1})
 		res := r.doneResult(AlreadyDone, prev.Summary, prev.Ref, prev.Result)
 		res.Attempt = prev.Attempt
 		r.log(ctx, slog.LevelDebug, "idemkit replay", slog.String("ref", prev.Ref))

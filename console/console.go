@@ -15,11 +15,14 @@
 // Config.ReadOnly serves none. Config.Token or Config.UserHeader protect a
 // console that listens beyond loopback (CheckListen). Pages read the ledger
 // a bounded number of records at a time (ledger.Filter with a Limit), from
-// the listings the stores index: on SQLite every page answers in the same
-// time on a ledger of 10^3 records or 10^6 (make bench-console). The
-// overview and a search by run, tool or key prefix list done and failed
-// records by time or by run, which ledgerpg does not index: on a large
-// PostgreSQL ledger those pages read the table.
+// the listings the stores index: on SQLite and PostgreSQL every page
+// answers in about the same time on a ledger of 10^3 records or 10^6
+// (make bench-console; ledgerpg's migration 7 indexes the settled records
+// by time). A search by tool or key prefix, and by run on a store without
+// an index of runs (ledgerpg without Config.RunIndex), reads records by
+// time, a bounded number a page, and says how far it read. The overview's
+// replay and reconcile rates come from the counter records executors and
+// sweeps write (ledger.CountersRun, client.Config.NoCounters).
 package console
 
 import (

@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/clock"
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgermem"
 	"github.com/idemkit/idemkit/providers"
+	"github.com/idemkit/idemkit/reconcile"
 )
 
 // key makes a 64-hex action key from a short name.
@@ -550,5 +553,131 @@ func TestStaticAssetsEmbedded(t *testing.T) {
 	_, body := f.get("/")
 	if regexp.MustCompile(`(src|href)="(https?:)?//`).MatchString(body) {
 		t.Error("a page loads something from elsewhere")
+	}
+}
+
+// The overview's replay and reconcile rates are what executors and a
+// sweep did, as their counter records tell, and what an operator resolved
+// by hand, as the records tell: three calls executed and four replayed
+// (each replay writing nothing but its share of one counter record), one
+// action a sweep's reconciler settled, one resolved by hand.
+func TestOverviewRates(t *testing.T) {
+	f := newFixture(t, Config{})
+	ctx := context.Background()
+	exec := client.New(f.store, &client.Config{Clock: f.clk})
+	tool := client.Tool{Name: "refund_order", Identity: []client.Field{{Path: "order"}},
+		Run: func(context.Context, client.Invocation) (client.Effect, error) {
+			return client.Effect{Summary: "refunded", Ref: "re_1"}, nil
+		}}
+	if err := exec.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	for i, order := range []string{"o1", "o2", "o3", "o1", "o2", "o1", "o3"} {
+		res, err := exec.Execute(ctx, "run-r", client.Call{Tool: "refund_order", Input: []byte(`{"order":"` + order + `"}`)})
+		want := client.Executed
+		if i >= 3 {
+			want = client.AlreadyDone
+		}
+		if err != nil || res.Outcome != want {
+			t.Fatalf("call %d (%s): %v %v, want %v", i, order, res.Outcome, err, want)
+		}
+	}
+	if err := exec.FlushCounters(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The seeded uncertain refund (0c1) is settled by a sweep whose
+	// reconciler finds it; another uncertain one is resolved by hand.
+	sw := reconcile.NewSweeper(f.store, []client.Tool{{Name: "refund_order",
+		Reconciler: reconcile.New(lookup{status: providers.Found}, &reconcile.Config{Clock: f.clk})}},
+		&reconcile.SweeperConfig{Clock: f.clk})
+	f.clk.Advance(time.Minute)
+	if rep, err := sw.Sweep(ctx); err != nil || rep.Done != 1 {
+		t.Fatalf("sweep: %+v %v", rep, err)
+	}
+	if _, err := f.store.Claim(ctx, ledger.ClaimParams{Key: key("4a0"), Tool: "refund_order", RunID: "run-r", Owner: "o",
+		LeaseUntil: f.clk.Now().Add(time.Minute), Fingerprint: "fp", ExpiresAt: f.clk.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Fail(ctx, key("4a0"), "o", ledger.Failure{Reason: "timeout"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Resolve(ctx, f.store, key("4a0"), ledger.Resolution{Done: true, By: "alice", Summary: "seen"}, f.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	code, body := f.get("/overview?range=1h")
+	if code != http.StatusOK {
+		t.Fatalf("%d\n%s", code, body)
+	}
+	row := regexp.MustCompile(`(?s)<tr data-tool="refund_order">(.*?)</tr>`).FindStringSubmatch(body)
+	want := `<td>refund_order</td><td class="executed">3</td><td class="replayed">4</td><td class="merged">0</td>` +
+		`<td class="replay-rate">57.1%</td><td class="reconciled">1</td><td class="hand">1</td><td class="reconcile-rate">50.0%</td>`
+	if row == nil || row[1] != want {
+		t.Errorf("rates of refund_order: %v, want %s\n%s", row, want, body)
+	}
+	// The counter records are no actions: no search lists them.
+	if _, body := f.get("/search?state=done"); strings.Contains(body, ledger.CountersRun) {
+		t.Errorf("a search lists counter records:\n%s", body)
+	}
+	// Without counters nothing is written for the calls' counts.
+	quiet := client.New(f.store, &client.Config{Clock: f.clk, NoCounters: true})
+	if err := quiet.Register(tool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := quiet.Execute(ctx, "run-r", client.Call{Tool: "refund_order", Input: []byte(`{"order":"o1"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := quiet.FlushCounters(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := f.store.List(ctx, ledger.Filter{RunID: ledger.CountersRun})
+	if err != nil || len(recs) != 2 { // the executor's and the sweep's
+		t.Errorf("counter records: %d %v, want 2", len(recs), err)
+	}
+}
+
+// Counter records are done records, listed among the actions' by time: a
+// bucket that holds more of them than the overview reads of its done
+// records still counts its actions (the seeded done send_reply settled at
+// 11:10, after 150 counter records of 11:05), and no counter record is
+// counted as an action; the rates read a bounded sample of each bar's
+// counter records.
+func TestOverviewCountsActionsAmongCounters(t *testing.T) {
+	f := newFixture(t, Config{})
+	now := f.clk.Now()
+	f.clk.Set(now.Add(-55 * time.Minute))
+	for range 150 {
+		if err := counters.Write(context.Background(), f.store, f.clk, counters.Counts{Tool: "send_reply", Replayed: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clk.Set(now)
+	code, body := f.get("/overview?range=6h")
+	if code != http.StatusOK {
+		t.Fatalf("%d\n%s", code, body)
+	}
+	sum := regexp.MustCompile(`(?s)<tr class="sum">(.*?)</tr>`).FindStringSubmatch(body)
+	if sum == nil || !strings.Contains(sum[1], "<td>all</td><td>1</td><td>1</td><td>1</td><td>1</td><td>0</td>") {
+		t.Errorf("totals: %v\n%s", sum, body)
+	}
+	if !strings.Contains(body, `<td class="replayed">150</td>`) || strings.Contains(body, "the counts are at least") {
+		t.Errorf("the rates do not show the 150 replays:\n%s", body)
+	}
+	// With more than 2400 counter records in the range (2300 more at
+	// 09:05), the rates read 2400/24 = 100 of each of the 24 bars of 6
+	// hours, and say that their counts are at least.
+	f.clk.Set(now.Add(-175 * time.Minute))
+	for range 2300 {
+		if err := counters.Write(context.Background(), f.store, f.clk, counters.Counts{Tool: "send_reply", Replayed: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clk.Set(now)
+	_, body = f.get("/overview?range=6h")
+	sum = regexp.MustCompile(`(?s)<tr class="sum">(.*?)</tr>`).FindStringSubmatch(body)
+	if sum == nil || !strings.Contains(sum[1], "<td>all</td><td>1</td><td>1</td><td>1</td><td>1</td><td>0</td>") {
+		t.Errorf("totals among 2450 counter records: %v\n%s", sum, body)
+	}
+	if !strings.Contains(body, `<td class="replayed">200</td>`) || !strings.Contains(body, "the counts are at least") {
+		t.Errorf("the rates do not show a sample of 100 replays from each of two bars:\n%s", body)
 	}
 }

@@ -321,6 +321,9 @@ func (c *Console) searchPage(w http.ResponseWriter, r *http.Request) {
 			d.Note = fmt.Sprintf("read %d records without filling the page; the next page reads on", res.Scanned)
 		}
 	}
+	if res.RunScan {
+		d.Note = strings.TrimPrefix(d.Note+"; ", "; ") + fmt.Sprintf("this ledger keeps no index of runs (PostgreSQL: ledgerpg.Config.RunIndex), so the search reads the records by time, at most %d a page, oldest first; a time range narrows it", scanBudget)
+	}
 	c.render(w, r, "search", http.StatusOK, page{Title: "Search", Nav: "search", Now: now, Data: d})
 }
 

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/idemkit/idemkit/client"
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/internal/listmerge"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/providers"
@@ -60,9 +61,22 @@ func (c *Console) attention(ctx context.Context, after ledger.Cursor, now time.T
 	if err != nil {
 		return nil, false, err
 	}
-	recs = slices.DeleteFunc(recs, func(r ledger.Record) bool { return r.Tool == reconcile.CursorTool })
+	recs = slices.DeleteFunc(recs, func(r ledger.Record) bool { return reserved(&r) })
 	more := len(recs) > pageSize
 	return recs[:min(len(recs), pageSize)], more, nil
+}
+
+// reserved reports a record idemkit keeps for itself, not an action: a
+// sweeper's position or a counter record.
+func reserved(r *ledger.Record) bool {
+	return r.Tool == reconcile.CursorTool || r.Tool == ledger.CountersRun
+}
+
+// runsIndexed reports whether s lists one run's records from an index
+// (ledgerpg.Store.RunsIndexed; stores that do not say are taken to).
+func runsIndexed(s ledger.Store) bool {
+	ri, ok := s.(interface{ RunsIndexed() bool })
+	return !ok || ri.RunsIndexed()
 }
 
 // conclusion says when the reconciler can settle rec on its own: from
@@ -92,7 +106,7 @@ type query struct {
 // scanBudget bounds the records one search page reads when it filters by
 // tool or key prefix, which no index serves: a page reports how far it
 // read, and the next page continues from there.
-const scanBudget = 5000
+const scanBudget = 2000
 
 // searchResult is one page of a search.
 type searchResult struct {
@@ -104,6 +118,9 @@ type searchResult struct {
 	Scanned int
 	// Exact: the search named one record by its key or downstream key.
 	Exact bool
+	// RunScan: the search by run reads the records by time, a bounded
+	// number a page, as the store keeps no index of runs.
+	RunScan bool
 }
 
 // parseDownstream splits a downstream key into its action key and
@@ -150,14 +167,17 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		}
 		return searchResult{Records: []ledger.Record{*rec}, Exact: true}, nil
 	}
-	// A run's records are listed by the run alone, which SQLite serves
-	// from its index of runs (a run holds few records; its state is
-	// filtered here; ledgerpg keeps no index of runs and reads its
-	// table); otherwise each state's listing is served by the index of
-	// that state.
+	// A run's records are listed by the run alone where the store keeps
+	// an index of runs (SQLite; ledgerpg with Config.RunIndex: a run holds
+	// few records; its state is filtered here); otherwise each state's
+	// listing is served by the index of that state, and a run, a tool and
+	// a key prefix are filtered here, a bounded number of records a page.
+	var res searchResult
+	byRun := q.Run != "" && runsIndexed(s)
+	res.RunScan = q.Run != "" && !byRun
 	var filters []ledger.Filter
 	switch {
-	case q.Run != "":
+	case byRun:
 		filters = []ledger.Filter{{RunID: q.Run, LeaseBefore: q.To}}
 	case q.State != "":
 		filters = []ledger.Filter{{State: q.State, LeaseBefore: q.To}}
@@ -171,8 +191,7 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		// Every key sorts after "": the records from From on.
 		after = ledger.Cursor{LeaseUntil: q.From}
 	}
-	var res searchResult
-	filtered := q.Tool != "" || q.Prefix != "" || (q.Run != "" && q.State != "")
+	filtered := q.Tool != "" || q.Prefix != "" || q.Run != ""
 	for res.Scanned < scanBudget {
 		n := pageSize + 1
 		if filtered {
@@ -185,8 +204,8 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		res.Scanned += len(recs)
 		for i := range recs {
 			r := &recs[i]
-			if r.Tool == reconcile.CursorTool || (q.Tool != "" && r.Tool != q.Tool) || !strings.HasPrefix(r.Key, q.Prefix) ||
-				(q.State != "" && r.State != q.State) {
+			if reserved(r) || (q.Tool != "" && r.Tool != q.Tool) || !strings.HasPrefix(r.Key, q.Prefix) ||
+				(q.State != "" && r.State != q.State) || (q.Run != "" && r.RunID != q.Run) {
 				continue
 			}
 			if len(res.Records) == pageSize {
@@ -278,9 +297,12 @@ var ranges = []overviewRange{
 // bucketCap bounds the done and failed records the overview reads per
 // time bucket, and stuckCap the uncertain and pending ones it reads over
 // the whole range: a chart with more shows its counts as "at least".
+// countersCap bounds the counter records it reads over the range (an
+// equal share per bucket).
 const (
-	bucketCap = 100
-	stuckCap  = 1000
+	bucketCap   = 100
+	stuckCap    = 1000
+	countersCap = 2400
 )
 
 // outcome is a column of the overview: a state, or resolved by hand.
@@ -319,6 +341,45 @@ type overview struct {
 	// operator settled; StuckRate the share of all records that are
 	// uncertain or pending past their lease.
 	HandRate, StuckRate float64
+	// Rates are the replay and reconcile rates per tool over the range,
+	// from the counter records (client.Config.NoCounters) and, for the
+	// resolutions by hand, the records; RatesAll sums them.
+	Rates    []toolRate
+	RatesAll toolRate
+	// Counters is how many counter records were read; CountersCapped: more
+	// exist in the range than countersCap.
+	Counters       int
+	CountersCapped bool
+}
+
+// toolRate is one tool's line of the rates.
+type toolRate struct {
+	Tool string
+	counters.Counts
+	// Hand: resolved by an operator (from the records read).
+	Hand int
+}
+
+// Calls is the number of calls the counters saw: executed, replayed or
+// merged.
+func (t toolRate) Calls() int64 { return t.Executed + t.Replayed + t.Merged }
+
+// ReplayRate is the share of the calls answered without running the tool
+// (replayed from the ledger or merged in flight).
+func (t toolRate) ReplayRate() float64 {
+	if t.Calls() == 0 {
+		return 0
+	}
+	return float64(t.Replayed+t.Merged) / float64(t.Calls())
+}
+
+// ReconcileRate is the share of the actions settled after an unknown
+// outcome that a reconciler settled, rather than an operator by hand.
+func (t toolRate) ReconcileRate() float64 {
+	if n := t.Reconciled + int64(t.Hand); n > 0 {
+		return float64(t.Reconciled) / float64(n)
+	}
+	return 0
 }
 
 // settledBy reports a record an operator settled by hand (Resolve).
@@ -364,10 +425,59 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 			return nil
 		}
 	}
+	// The counter records are done records too, listed among the
+	// actions': they are read first, at most countersCap over the range:
+	// in one listing when the range holds no more (a store without an
+	// index of them by time, SQLite, reads them all by run), else the
+	// same share from each bucket, so that the rates sample the whole
+	// range. Each bucket's listing of done records then reads as many more
+	// as it holds of them.
+	countCells := make([]cell, len(ov.Buckets))
+	all, err := c.cfg.Store.List(ctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: end,
+		After: ledger.Cursor{LeaseUntil: start}, Limit: countersCap + 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(all) <= countersCap {
+		for _, r := range all {
+			if k := int(r.LeaseUntil.Sub(start) / step); k >= 0 && k < len(countCells) {
+				countCells[k].recs = append(countCells[k].recs, r)
+			}
+		}
+	} else {
+		perBucket := max(1, countersCap/len(ov.Buckets))
+		cg, cctx := errgroup.WithContext(ctx)
+		cg.SetLimit(8)
+		for i, b := range ov.Buckets {
+			cg.Go(func() error {
+				recs, err := c.cfg.Store.List(cctx, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: b.To,
+					After: ledger.Cursor{LeaseUntil: b.From}, Limit: perBucket + 1})
+				countCells[i] = cell{recs: recs[:min(len(recs), perBucket)], capped: len(recs) > perBucket}
+				return err
+			})
+		}
+		if err := cg.Wait(); err != nil {
+			return nil, err
+		}
+	}
+	var countRecs []ledger.Record
+	extra := make([]int, len(ov.Buckets))
+	for i, cc := range countCells {
+		extra[i] = len(cc.recs)
+		if cc.capped {
+			extra[i]++ // the one more it read
+			ov.CountersCapped = true
+		}
+		countRecs = append(countRecs, cc.recs...)
+	}
 	for i, b := range ov.Buckets {
 		cells[i] = make([]cell, len(settled))
 		for j, st := range settled {
-			g.Go(list(st, b.From, b.To, bucketCap, &cells[i][j]))
+			limit := bucketCap
+			if st == ledger.StateDone {
+				limit += extra[i]
+			}
+			g.Go(list(st, b.From, b.To, limit, &cells[i][j]))
 		}
 	}
 	for j, st := range []ledger.State{ledger.StateUncertain, ledger.StatePending} {
@@ -410,7 +520,7 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 			}
 			for k := range cells[i][j].recs {
 				r := &cells[i][j].recs[k]
-				if r.Tool == reconcile.CursorTool {
+				if reserved(r) {
 					continue
 				}
 				tools[r.Tool] = true
@@ -435,6 +545,35 @@ func (c *Console) overviewOf(ctx context.Context, rng overviewRange, tool string
 			}
 		}
 	}
+	ov.Counters = len(countRecs)
+	rates := map[string]*toolRate{}
+	rate := func(t string) *toolRate {
+		if rates[t] == nil {
+			rates[t] = &toolRate{Tool: t}
+		}
+		return rates[t]
+	}
+	for i := range countRecs {
+		n, ok := counters.Decode(&countRecs[i])
+		if !ok {
+			continue
+		}
+		tools[n.Tool] = true
+		if tool == "" || n.Tool == tool {
+			rate(n.Tool).Add(n)
+		}
+	}
+	for t, m := range ov.ByTool {
+		if m[outResolved] > 0 {
+			rate(t).Hand = m[outResolved]
+		}
+	}
+	for _, r := range rates {
+		ov.Rates = append(ov.Rates, *r)
+		ov.RatesAll.Add(r.Counts)
+		ov.RatesAll.Hand += r.Hand
+	}
+	slices.SortFunc(ov.Rates, func(a, b toolRate) int { return strings.Compare(a.Tool, b.Tool) })
 	for t := range tools {
 		ov.Tools = append(ov.Tools, t)
 	}

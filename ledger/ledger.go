@@ -313,6 +313,13 @@ type Filter struct {
 	Limit int
 }
 
+// CountersRun is the run id, and the tool name, of the counter records
+// that executors and sweepers write (client.Config.Counters): per tool
+// and minute, what never reaches the ledger otherwise, such as replays.
+// They are done records like any other; a store may index their listing
+// (List with RunID CountersRun) apart from the others' (ledgerpg does).
+const CountersRun = "idemkit/counters"
+
 // DefaultListLimit is the number of records List returns, in this
 // module's backends, when the filter sets no Limit.
 const DefaultListLimit = 1000

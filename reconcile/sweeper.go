@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/clock"
 	"github.com/idemkit/idemkit/internal/clip"
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -44,6 +45,13 @@ type SweeperConfig struct {
 	// from the settlement (default 24 hours, the executor's default; keep
 	// it at the executors' Config.Retention).
 	Retention time.Duration
+	// NoCounters: the sweeper writes no counter records. By default a
+	// sweep that settled records writes, at its end, one small done record
+	// per tool it settled records of (tool and run ledger.CountersRun)
+	// with their number, for the operator console's reconcile rate: one
+	// claim and completion per tool and sweep, beside the two writes each
+	// settled record took.
+	NoCounters bool
 }
 
 // Report is what one sweep did. Every examined record is counted in
@@ -156,6 +164,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		}
 	}
 	g.SetLimit(s.cfg.Concurrency)
+	reconciled := map[string]int64{} // per tool, under mu
 	for _, rec := range append(pending, uncertain...) {
 		g.Go(func() error {
 			res, err := s.sweepOne(ctx, rec)
@@ -164,8 +173,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 			switch res {
 			case ledger.StateDone:
 				rep.Done++
+				reconciled[rec.Tool]++
 			case ledger.StateFailed:
 				rep.Failed++
+				reconciled[rec.Tool]++
 			case ledger.StateUncertain:
 				rep.Uncertain++
 			default:
@@ -179,6 +190,17 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		})
 	}
 	_ = g.Wait()
+	if !s.cfg.NoCounters && len(reconciled) > 0 {
+		var cs []counters.Counts
+		for tool, n := range reconciled {
+			cs = append(cs, counters.Counts{Tool: tool, Reconciled: n})
+		}
+		// Best effort: the records are settled; a count that could not be
+		// written is only missing from the console's rates.
+		wctx, cancel := writeContext(ctx)
+		_ = counters.Write(wctx, s.store, s.cfg.Clock, cs...)
+		cancel()
+	}
 	return rep, errors.Join(errs...)
 }
 

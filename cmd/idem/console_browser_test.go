@@ -14,9 +14,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/idemkit/idemkit/clock"
+	"github.com/idemkit/idemkit/internal/counters"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/idemkit/idemkit/ledger/ledgerurl"
 )
 
 // screenshots, when set, is the directory the browser test writes the
@@ -63,46 +64,100 @@ func browser(t *testing.T) context.Context {
 	return bctx
 }
 
-// seedOrder adds to a seeded ledger the uncertain order of an agent run: a
-// place_order call whose request timed out after it was sent.
-func seedOrder(t *testing.T, s ledger.Store, clk *clock.Fake) {
+// demoFilled fills the ledger raw by running the demo (40 runs a seed,
+// half the provider requests faulted), seed after seed from 4, until it
+// holds two uncertain orders: orders of the IETF-key API that a fault
+// committed and that nothing can prove, which the demo leaves for an
+// operator. It returns their keys, oldest first. open opens the ledger
+// with a worker's clock (nil: the demo's own SQLite file in dir).
+func demoFilled(t *testing.T, raw, dir string, open func(context.Context, clock.Clock) (ledger.Store, func() error, error)) []string {
 	t.Helper()
 	ctx := context.Background()
-	now := clk.Now()
-	clk.Set(now.Add(-20 * time.Minute))
-	if _, err := s.Claim(ctx, ledger.ClaimParams{Key: "k-order", Tool: "place_order", RunID: "run-order", Owner: "owner-k-order",
-		LeaseUntil: clk.Now().Add(time.Minute), Fingerprint: "fp", ExpiresAt: clk.Now().Add(24 * time.Hour)}); err != nil {
-		t.Fatal(err)
+	for seed := int64(4); seed < 16; seed++ {
+		res, err := runDemo(ctx, demoOptions{runs: 40, seed: seed, faults: 0.5, dir: dir, open: open}, func(string) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.check(demoOptions{}); err != nil {
+			t.Fatalf("the demo, seed %d: %v", seed, err)
+		}
+		l, err := ledgerurl.Open(ctx, raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := l.List(ctx, ledger.Filter{State: ledger.StateUncertain})
+		l.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var orders []string
+		for _, r := range recs {
+			if r.Tool == "place_order" {
+				orders = append(orders, r.Key)
+			}
+		}
+		if len(orders) >= 2 {
+			return orders
+		}
 	}
-	if err := s.Fail(ctx, "k-order", "owner-k-order", ledger.Failure{Reason: "timeout after the order request was sent"}); err != nil {
-		t.Fatal(err)
-	}
-	clk.Set(now)
+	t.Fatal("12 runs of the demo left fewer than two uncertain orders")
+	return nil
 }
 
-// testConsoleBrowser opens the console over raw in Chromium, finds the
-// uncertain order, resolves it with a note, and sees it leave the list;
-// then sees the list refresh by itself when another action is resolved
-// elsewhere.
-func testConsoleBrowser(t *testing.T, raw string, env []string, shots string) {
+// ratesIn sums the counter records of the ledger raw per tool, as the
+// overview's rates must show them.
+func ratesIn(t *testing.T, raw string) map[string]counters.Counts {
+	t.Helper()
+	ctx := context.Background()
+	l, err := ledgerurl.Open(ctx, raw, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	out := map[string]counters.Counts{}
+	err = ledger.Walk(ctx, l, ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun}, func(r *ledger.Record) error {
+		c, ok := counters.Decode(r)
+		if !ok {
+			return fmt.Errorf("counter record %s does not decode: %q", r.Key, r.Result)
+		}
+		sum := out[c.Tool]
+		sum.Tool = c.Tool
+		sum.Add(c)
+		out[c.Tool] = sum
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// testConsoleBrowser opens the console over raw, a ledger the demo filled,
+// in Chromium: it finds the uncertain order in the attention list,
+// resolves it with a note, and sees it leave the list; then sees the list
+// refresh by itself when the other uncertain order is resolved elsewhere;
+// and reads the overview's replay and reconcile rates, which must be the
+// counts the demo's executors and sweeps wrote.
+func testConsoleBrowser(t *testing.T, raw string, env []string, shots string, orders []string) {
 	base := startConsole(t, env, "--ledger", raw, "--refresh", "300ms")
 	ctx := browser(t)
+	want := decodeJSON[recordJSON](t, idem(t, env, "ledger", "show", orders[0], "--ledger", raw, "--json").wantOK(t).stdout)
 	// The list refreshes itself in place, so what the test reads of it is
 	// read in one evaluation in the page, and it waits on the DOM by
 	// polling on its mutations.
-	order := `tr[data-key="k-order"]`
+	order := `tr[data-key="` + orders[0] + `"]`
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), waitFor(order, true)); err != nil {
 		t.Fatalf("the uncertain order is not listed: %v", err)
 	}
-	row, err := chromedp.Run(ctx, chromedp.Evaluate[struct{ Reason, Href string }](`(() => {
+	row, err := chromedp.Run(ctx, chromedp.Evaluate[struct{ Tool, Reason, Href string }](`(() => {
 		const r = document.querySelector('`+order+`');
-		return {Reason: r.querySelector('td.outcome').textContent, Href: r.querySelector('a.key').href};
+		return {Tool: r.textContent, Reason: r.querySelector('td.outcome').textContent, Href: r.querySelector('a.key').href};
 	})()`))
 	if err != nil {
 		t.Fatalf("reading the order's row: %v", err)
 	}
-	if !strings.Contains(row.Reason, "timeout after the order request was sent") {
-		t.Errorf("the list shows %q as the order's reason", row.Reason)
+	if !strings.Contains(row.Tool, "place_order") || !strings.Contains(row.Reason, want.Reason[:min(len(want.Reason), 30)]) {
+		t.Errorf("the list shows the order as %q with reason %q; the ledger's reason is %q", row.Tool, row.Reason, want.Reason)
 	}
 	// Follow the row's link.
 	if err := chromedp.Do(ctx, chromedp.Navigate(row.Href), chromedp.WaitVisible(chromedp.CSS(`#resolve-form`))); err != nil {
@@ -130,27 +185,61 @@ func testConsoleBrowser(t *testing.T, raw string, env []string, shots string) {
 	if state != "done" || by != "alice" {
 		t.Errorf("after mark done the page shows state %q, resolved by %q", state, by)
 	}
-	rec := decodeJSON[recordJSON](t, idem(t, env, "ledger", "show", "k-order", "--ledger", raw, "--json").wantOK(t).stdout)
+	rec := decodeJSON[recordJSON](t, idem(t, env, "ledger", "show", orders[0], "--ledger", raw, "--json").wantOK(t).stdout)
 	if rec.State != ledger.StateDone || rec.Ref != "ord_77" || rec.ResolvedBy != "alice" || !strings.Contains(rec.Summary, "shop's admin") {
 		t.Errorf("the ledger's record after the browser resolved it: %+v", rec)
 	}
+	other := `tr[data-key="` + orders[1] + `"]`
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(base+"/"),
-		waitFor(`tr[data-key="k-uncertain"]`, true),
+		waitFor(other, true),
 		waitFor(order, false),
 	); err != nil {
 		t.Fatalf("the resolved order is still listed: %v", err)
 	}
-	// Resolved elsewhere (the CLI), the other uncertain action leaves the
+	// Resolved elsewhere (the CLI), the other uncertain order leaves the
 	// open page by the live refresh, without a reload.
-	idem(t, env, "ledger", "resolve", "k-uncertain", "--ledger", raw, "--done", "--summary", "found by hand").wantOK(t)
-	if err := chromedp.Do(ctx, waitFor(`tr[data-key="k-uncertain"]`, false)); err != nil {
+	idem(t, env, "ledger", "resolve", orders[1], "--ledger", raw, "--done", "--summary", "found by hand").wantOK(t)
+	if err := chromedp.Do(ctx, waitFor(other, false)); err != nil {
 		t.Fatalf("the list did not refresh: %v", err)
 	}
-	if shots != "" {
-		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/overview?range=1h"), chromedp.WaitVisible(chromedp.CSS(`svg.chart`))); err != nil {
-			t.Fatal(err)
+	// The rates: every tool the demo's counter records name, with their
+	// sums; two orders resolved by hand.
+	rates := ratesIn(t, raw)
+	if len(rates) == 0 {
+		t.Fatal("the demo wrote no counter records")
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/overview?range=24h"), chromedp.WaitVisible(chromedp.CSS(`#rates`))); err != nil {
+		t.Fatal(err)
+	}
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]map[string]string](`(() => {
+		const out = {};
+		for (const r of document.querySelectorAll('#rates tr[data-tool]')) {
+			const m = {};
+			for (const c of r.querySelectorAll('td[class]')) m[c.className] = c.textContent;
+			out[r.dataset.tool] = m;
 		}
+		return out;
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replays int64
+	for tool, c := range rates {
+		got := shown[tool]
+		w := map[string]string{"executed": fmt.Sprint(c.Executed), "replayed": fmt.Sprint(c.Replayed),
+			"merged": fmt.Sprint(c.Merged), "reconciled": fmt.Sprint(c.Reconciled)}
+		for k, v := range w {
+			if got[k] != v {
+				t.Errorf("rates of %s: %s is %q on the page, %s in the counter records", tool, k, got[k], v)
+			}
+		}
+		replays += c.Replayed + c.Merged
+	}
+	if replays == 0 || shown["place_order"]["hand"] != "2" {
+		t.Errorf("the demo's rates: %d replays counted, place_order resolved by hand %q (want 2)", replays, shown["place_order"]["hand"])
+	}
+	if shots != "" {
 		shoot(t, ctx, filepath.Join(shots, "console-overview.png"))
 	}
 }
@@ -181,22 +270,23 @@ func shoot(t *testing.T, ctx context.Context, path string) {
 }
 
 func TestConsoleBrowserSQLite(t *testing.T) {
-	raw := newSQLiteLedger(t)
-	clk := clock.NewFake(time.Now())
-	s, err := ledgersqlite.Open(context.Background(), strings.TrimPrefix(raw, "sqlite://"), &ledgersqlite.Config{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	seedOrder(t, s, clk)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	testConsoleBrowser(t, raw, nil, *screenshots)
+	chromium(t)
+	dir := t.TempDir()
+	raw := "sqlite://" + filepath.Join(dir, "idem.db")
+	orders := demoFilled(t, raw, dir, nil)
+	testConsoleBrowser(t, raw, nil, *screenshots, orders)
 }
 
 func TestConsoleBrowserPostgres(t *testing.T) {
+	chromium(t)
 	schema := pgtest.Schema(t, pgtest.Pool(t))
 	raw := pgURL(t, "schema="+schema+"&table=ledger")
-	seedURL(t, raw, seedOrder)
-	testConsoleBrowser(t, raw, nil, "")
+	orders := demoFilled(t, raw, t.TempDir(), func(ctx context.Context, clk clock.Clock) (ledger.Store, func() error, error) {
+		l, err := ledgerurl.Open(ctx, raw, &ledgerurl.Config{Create: true, Clock: clk})
+		if err != nil {
+			return nil, nil, err
+		}
+		return l, l.Close, nil
+	})
+	testConsoleBrowser(t, raw, nil, "", orders)
 }

@@ -164,8 +164,14 @@ type worker struct {
 	mu      sync.Mutex
 }
 
+// demoBackdate is how long before now the simulated clocks start: a run
+// moves them ahead by about an hour per 40 runs, and a ledger the demo
+// filled (--dir) then holds records of the last hours, as the console's
+// overview shows them, rather than of the hours to come.
+const demoBackdate = 12 * time.Hour
+
 func newWorker(seed int64, rate float64) (*worker, error) {
-	w := &worker{clock: clock.NewFake(time.Now().Truncate(time.Millisecond)), conns: newConnTracker(), rate: rate,
+	w := &worker{clock: clock.NewFake(time.Now().Add(-demoBackdate).Truncate(time.Millisecond)), conns: newConnTracker(), rate: rate,
 		tallies: map[*scenario]*tally{}, refusal: map[*scenario]string{}}
 	set, err := startFakes(fakeConfig{seed: seed, clock: w.clock, indexLag: indexLag, conns: w.conns})
 	if err != nil {
@@ -443,6 +449,11 @@ func (s *idemSide) execute(tools []client.Tool, a *action, call client.Call, cra
 		d.returned = crash != crashAfterRecord
 	}()
 	<-done
+	if d.returned {
+		// A process that lives on writes its counts within a minute; this
+		// one ends here, and writes them as it exits.
+		_ = exec.FlushCounters(context.Background())
+	}
 	switch {
 	case !d.returned:
 	case d.res.Outcome == client.AlreadyDone:
@@ -617,6 +628,10 @@ type demoOptions struct {
 	seed   int64
 	faults float64
 	dir    string
+	// open, when set, opens the ledger the idemkit side plays on with a
+	// worker's clock (tests: a PostgreSQL ledger); otherwise idem.db in
+	// dir.
+	open func(ctx context.Context, clk clock.Clock) (ledger.Store, func() error, error)
 }
 
 // demoResult is what the demo found.
@@ -712,6 +727,15 @@ func playSide(ctx context.Context, side string, o demoOptions, id int64, path st
 	}
 	if side == "naive" {
 		w.playNaive(ctx, runs, progress)
+		return w, nil
+	}
+	if o.open != nil {
+		l, closeL, err := o.open(ctx, w.clock)
+		if err != nil {
+			return nil, err
+		}
+		defer closeL()
+		w.playIdem(ctx, l, runs, progress)
 		return w, nil
 	}
 	l, err := ledgersqlite.Open(ctx, path, &ledgersqlite.Config{Clock: w.clock})

@@ -293,7 +293,7 @@ func newLedgerLsCmd() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&state, "state", "", "only records in this state (pending, done, failed, uncertain)")
 	f.StringVar(&run, "run", "", "only records of this run")
-	f.StringVar(&tool, "tool", "", "only records of this tool")
+	f.StringVar(&tool, "tool", "", "only records of this tool (the counter records of executors and sweeps are listed only with --tool "+ledger.CountersRun+")")
 	f.DurationVar(&olderThan, "older-than", 0, "only records last written more than this long ago")
 	f.IntVar(&limit, "limit", 50, "records per page")
 	f.IntVar(&page, "page", 1, "page to print (1 is the newest)")
@@ -317,7 +317,8 @@ func newLedgerLsCmd() *cobra.Command {
 				return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), strings.Compare(a.Key, b.Key))
 			}
 			err := ledger.Walk(ctx, l, ledger.Filter{State: st, RunID: run, Limit: listPage}, func(r *ledger.Record) error {
-				if (tool != "" && r.Tool != tool) || (olderThan > 0 && !r.UpdatedAt.Before(now.Add(-olderThan))) {
+				if (tool != "" && r.Tool != tool) || (tool == "" && r.Tool == ledger.CountersRun) ||
+					(olderThan > 0 && !r.UpdatedAt.Before(now.Add(-olderThan))) {
 					return nil
 				}
 				total++

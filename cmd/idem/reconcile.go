@@ -93,6 +93,9 @@ type resolution struct {
 }
 
 func (o *observed) emit(r resolution) {
+	if strings.HasPrefix(r.Key, ledger.CountersRun+"/") {
+		return // the sweep's counter record, not a resolution
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.report(r)

@@ -121,6 +121,34 @@ func TestListUsesIndex(t *testing.T) {
 	}
 }
 
+// An operator's listings of done or failed records by time, and of the
+// counter records, read a range of their partial indexes (migration 7) in
+// their order, also as a generic plan: their cost follows the page, not
+// the ledger.
+func TestSettledListUsesIndex(t *testing.T) {
+	t.Parallel()
+	s, pool, now := explainTable(t, false)
+	after := ledger.Cursor{LeaseUntil: now.Add(-time.Hour), Key: "k-1"}
+	for _, c := range []struct {
+		f     ledger.Filter
+		index string
+	}{
+		{ledger.Filter{State: ledger.StateDone, Limit: 100}, "_settled"},
+		{ledger.Filter{State: ledger.StateDone, LeaseBefore: now, After: after, Limit: 100}, "_settled"},
+		{ledger.Filter{State: ledger.StateFailed, LeaseBefore: now, After: after, Limit: 100}, "_settled"},
+		{ledger.Filter{State: ledger.StateDone, RunID: ledger.CountersRun, LeaseBefore: now, After: after, Limit: 100}, "_counters"},
+	} {
+		for _, generic := range []bool{false, true} {
+			q, args := ledgerpg.ListQuery(s, c.f)
+			plan := explain(t, pool, q, args, generic)
+			if !strings.Contains(plan, "Index Scan using "+ledgerpg.DefaultTable+c.index) ||
+				strings.Contains(plan, "Sort") || strings.Contains(plan, "Seq Scan") {
+				t.Errorf("List(%+v), generic %v, plan:\n%s\nwant a range of the index %s, unsorted", c.f, generic, plan, c.index)
+			}
+		}
+	}
+}
+
 // Purge reads the partial index on expires_at of the done and failed
 // records; List by run id, of every state, reads the run_id index of
 // Config.RunIndex; Get reads the primary key.

@@ -20,8 +20,14 @@ import (
 // wrote it before migration 5 (before), and one on a table at the latest
 // version (after), both on pool, with statements sent in mode.
 func beforeAfter(b *testing.B, pool *pgxpool.Pool, mode pgx.QueryExecMode) (before, after *ledgerpg.Store, schemas [2]string) {
+	return versionsPaired(b, pool, mode, 4)
+}
+
+// versionsPaired returns a store on a table at version from (with the
+// statements of that version where they differ) and one at the latest.
+func versionsPaired(b *testing.B, pool *pgxpool.Pool, mode pgx.QueryExecMode, from int) (before, after *ledgerpg.Store, schemas [2]string) {
 	ctx := context.Background()
-	for i, v := range []int{4, ledgerpg.Versions} {
+	for i, v := range []int{from, ledgerpg.Versions} {
 		cfg := &ledgerpg.Config{Schema: pgtest.Schema(b, pool), ExecMode: mode}
 		if err := ledgerpg.MigrateTo(ctx, pool, cfg, v); err != nil {
 			b.Fatal(err)
@@ -31,10 +37,13 @@ func beforeAfter(b *testing.B, pool *pgxpool.Pool, mode pgx.QueryExecMode) (befo
 			b.Fatal(err)
 		}
 		schemas[i] = cfg.Schema
-		if v < 5 {
-			before = ledgerpg.Before5(s)
-		} else {
+		switch {
+		case i == 1:
 			after = s
+		case v < 5:
+			before = ledgerpg.Before5(s)
+		default:
+			before = s
 		}
 	}
 	return before, after, schemas
@@ -90,10 +99,17 @@ func BenchmarkFreshBeforeAfter(b *testing.B) {
 // (without full-page images, which follow checkpoints), WAL records and
 // index entries (B-tree insertions); and transactions the refused claims
 // wrote (0: they write nothing).
-func BenchmarkWALPerAction(b *testing.B) {
+func BenchmarkWALPerAction(b *testing.B) { walPerAction(b, 4) }
+
+// The same before migration 7 (the partial index of the settled records
+// by time, and that of the counter records) and after it: a settle adds
+// one index entry.
+func BenchmarkWALPerActionSettledIndex(b *testing.B) { walPerAction(b, 6) }
+
+func walPerAction(b *testing.B, from int) {
 	ctx := context.Background()
 	pool := pgtest.Pool(b)
-	before, after, schemas := beforeAfter(b, pool, pgx.QueryExecModeExec)
+	before, after, schemas := versionsPaired(b, pool, pgx.QueryExecModeExec, from)
 	ext := pgx.Identifier{schemas[1]}.Sanitize()
 	if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA "+ext); err != nil {
 		b.Skipf("pg_walinspect: %v", err)

@@ -122,6 +122,8 @@ type Store struct {
 	// do not close it.
 	watch   *watching
 	derived bool // made by InTx
+	// runIndex: Config.RunIndex (RunsIndexed).
+	runIndex bool
 }
 
 var (
@@ -138,7 +140,7 @@ func New(db Querier, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, clock: c.Clock, mode: c.ExecMode, batch: c.PurgeBatch,
+	return &Store{db: db, clock: c.Clock, mode: c.ExecMode, batch: c.PurgeBatch, runIndex: c.RunIndex,
 		sql: newStatements(c.Schema, c.Table), watch: newWatching(db, c)}, nil
 }
 
@@ -299,7 +301,13 @@ func (s *Store) listQuery(f ledger.Filter) (string, []any) {
 	default:
 		arg("state = $%d", string(f.State))
 	}
-	if f.RunID != "" {
+	switch f.RunID {
+	case "":
+	case ledger.CountersRun:
+		// A literal, so that every plan can use the partial index of the
+		// counter records (migration 7).
+		q += " AND run_id = '" + ledger.CountersRun + "'"
+	default:
 		arg("run_id = $%d", f.RunID)
 	}
 	if !f.LeaseBefore.IsZero() {
@@ -321,9 +329,12 @@ func (s *Store) listQuery(f ledger.Filter) (string, []any) {
 // their LeaseUntil, oldest first, then of their keys. The pending and
 // uncertain records (the sweeper's listings, of one run or all) are a
 // range of a partial index on (state, lease_until, key), read in order
-// from the cursor and stopped at the limit; a listing of done or failed
-// records, or of every state, reads the table (an operator's listing), by
-// run id through an index where Config.RunIndex asks for one.
+// from the cursor and stopped at the limit; so are the done and failed
+// records (an operator's listings, of a settled state: migration 7's
+// partial index) and the counter records (ledger.CountersRun). A listing
+// of every state, or of one run of done or failed records, reads the
+// table, by run id through an index where Config.RunIndex asks for one
+// (RunsIndexed).
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	q, args := s.listQuery(f)
 	defer s.lock()()
@@ -349,6 +360,12 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	}
 	return out, nil
 }
+
+// RunsIndexed reports whether a listing of one run's records (of every
+// state, or done or failed) reads an index: whether the Store was made
+// with Config.RunIndex. An operator's tool (the console's search by run)
+// reads a bounded number of records by time instead when it does not.
+func (s *Store) RunsIndexed() bool { return s.runIndex }
 
 // Purge implements ledger.Purger. It deletes in statements of at most
 // PurgeBatch records each, skipping records a claim holds at that moment,

@@ -138,6 +138,7 @@ var cases = []struct {
 	{"Expiry", testExpiry},
 	{"Purge", testPurge},
 	{"List", testList},
+	{"ListCounters", testListCounters},
 	{"ListDefaultLimit", testListDefaultLimit},
 	{"ListPages", testListPages},
 	{"ListPagesWhileWriting", testListPagesWhileWriting},

@@ -100,3 +100,37 @@ func testListDefaultLimit(h *h) {
 		h.Errorf("List with Limit 0 over %d records returned %d, want at least 100", n, len(got))
 	}
 }
+
+// testListCounters: the counter records (run ledger.CountersRun, which a
+// store may index apart) are listed by run, state and time like any
+// run's, in the order of Cursor, and apart from the actions settled
+// between them.
+func testListCounters(h *h) {
+	var want []string
+	for i := range 6 {
+		key := fmt.Sprintf("c%d", i)
+		p := h.params(key, "owner-"+key)
+		if i%2 == 0 {
+			p.Tool, p.RunID, p.Fingerprint = ledger.CountersRun, ledger.CountersRun, ledger.CountersRun
+		}
+		h.mustClaim(p)
+		h.complete(key, p.Owner, ledger.Completion{Summary: "n", Result: []byte(`{"tool":"t"}`)})
+		if i%2 == 0 && i > 0 {
+			want = append(want, key)
+		}
+		h.clock.Advance(time.Second)
+	}
+	first := h.get("c0")
+	for _, f := range []ledger.Filter{
+		{State: ledger.StateDone, RunID: ledger.CountersRun, After: ledger.CursorOf(first)},
+		{State: ledger.StateDone, RunID: ledger.CountersRun, After: ledger.Cursor{LeaseUntil: first.LeaseUntil.Add(time.Millisecond)}, LeaseBefore: h.clock.Now()},
+	} {
+		var keys []string
+		for _, r := range h.list(f) {
+			keys = append(keys, r.Key)
+		}
+		if !slices.Equal(keys, want) {
+			h.Errorf("List(%+v) = %v, want %v in order", f, keys, want)
+		}
+	}
+}
