@@ -9,8 +9,8 @@ import (
 
 	"github.com/idemkit/idemkit/fakes"
 	"github.com/idemkit/idemkit/fakes/hubspotfake"
-	"github.com/idemkit/idemkit/internal/nodetools"
 	"github.com/idemkit/idemkit/fakes/internal/testutil"
+	"github.com/idemkit/idemkit/internal/nodetools"
 )
 
 const token = "pat-test"

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/nodetools"
 	"github.com/idemkit/idemkit/fakes/internal/testutil"
 	"github.com/idemkit/idemkit/fakes/slackfake"
+	"github.com/idemkit/idemkit/internal/nodetools"
 )
 
 const (
