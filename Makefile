@@ -1,7 +1,7 @@
-# idemkit — build and test.
+# oncely — build and test.
 #
 #   make demo    a seeded agent workload under faults: a plain retrying
-#                client vs idemkit (DEMO_FLAGS, e.g. --runs 500 --seed 7)
+#                client vs oncely (DEMO_FLAGS, e.g. --runs 500 --seed 7)
 #   make readme-demo  the README's demo table from a run of the current code
 #   make test    go vet, then every test under the race detector (what CI runs)
 #   make api-check  the exported API against the last release's (what CI runs first)
@@ -9,7 +9,7 @@
 #   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
 #   make bench-sweep  the sweeper's listing at 10^3 and 10^6 records, into BENCHMARKS.md
 #   make bench-console  the console's pages at 10^3 and 10^6 records, into BENCHMARKS.md
-#   make bench-peers  idemkit and Powertools (TypeScript) on one dynalite and one Redis, into BENCHMARKS.md
+#   make bench-peers  oncely and Powertools (TypeScript) on one dynalite and one Redis, into BENCHMARKS.md
 #   make chaos   a long seeded chaos run (CHAOS_RUNS, CHAOS_SEED)
 #   make faultpoints  the fault-point enumeration with every pair of points failed
 #   make lambda-build  the Lambda example's bootstrap for linux/arm64
@@ -20,25 +20,25 @@ GO       ?= go
 # integration modules), and the workspaces of the integrations whose
 # dependencies cannot join it (each directory holds its own go.work).
 PKGS     ?= work
-WORKSPACES ?= agent/genkit
+WORKSPACES ?= agent/oncelygenkit
 TESTLOG  ?= .tmp/test.log
 
 .PHONY: bench-console screenshots demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
 
-# The demo's idem is built with the tag idem_demo: the fakes and the
+# The demo's oncely is built with the tag oncely_demo: the fakes and the
 # SQLite ledger only, without the AWS SDK, pgx, go-redis and the MCP SDK
-# that the ledger commands link (cmd/idem/commands_demo.go).
+# that the ledger commands link (cmd/oncely/commands_demo.go).
 DEMO_FLAGS ?=
 demo:
 	@mkdir -p .tmp
-	@echo "building idem for the demo (.tmp/idem-demo; minutes on a cold build cache, SQLite is most of it)..."
-	@start=$$(date +%s); $(GO) build -tags idem_demo -o .tmp/idem-demo ./cmd/idem && echo "built in $$(( $$(date +%s) - start ))s"
-	.tmp/idem-demo demo $(DEMO_FLAGS)
+	@echo "building oncely for the demo (.tmp/oncely-demo; minutes on a cold build cache, SQLite is most of it)..."
+	@start=$$(date +%s); $(GO) build -tags oncely_demo -o .tmp/oncely-demo ./cmd/oncely && echo "built in $$(( $$(date +%s) - start ))s"
+	.tmp/oncely-demo demo $(DEMO_FLAGS)
 
 # The README's demo table, from a run of the default demo (checked by
 # TestREADMEDemoTable).
 readme-demo:
-	$(GO) test -count=1 -run '^TestREADMEDemoTable$$' ./cmd/idem/ -update-readme -v
+	$(GO) test -count=1 -run '^TestREADMEDemoTable$$' ./cmd/oncely/ -update-readme -v
 
 # The DynamoDB tests install and start their own dynalite (tools/dynalite,
 # npm ci from the committed lockfile) through ledgerdynamo/dynalitetest.
@@ -99,7 +99,7 @@ bench-sweep:
 	$(GO) run ./scripts/benchreport -in .tmp/sweep.txt -out BENCHMARKS.md -section sweep \
 		-title "The sweeper's listing at 10^3 and 10^6 records" -cmd "make bench-sweep (SWEEP_CMD: $(SWEEP_CMD))"
 
-# One idempotent call through idemkit and through Powertools for AWS
+# One idempotent call through oncely and through Powertools for AWS
 # Lambda (TypeScript, pinned in tools/peers, npm ci on first use), on one
 # dynalite (ledgerdynamo beside DynamoDBPersistenceLayer) and on one
 # redis-server (ledgerredis beside CachePersistenceLayer), both started
@@ -135,4 +135,4 @@ clean:
 # its browser test in headless Chromium (Debian's package chromium).
 screenshots:
 	@mkdir -p console/screenshots
-	$(GO) test -count=1 -run '^TestConsoleBrowserSQLite$$' ./cmd/idem/ -screenshots $(CURDIR)/console/screenshots -v
+	$(GO) test -count=1 -run '^TestConsoleBrowserSQLite$$' ./cmd/oncely/ -screenshots $(CURDIR)/console/screenshots -v

@@ -1,4 +1,4 @@
-module github.com/idemkit/idemkit
+module github.com/oncely/oncely
 
 go 1.26.0
 

@@ -1,4 +1,4 @@
-package idemkit_test
+package oncely_test
 
 import (
 	"go/build"
@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-const module = "github.com/idemkit/idemkit"
+const module = "github.com/oncely/oncely"
 
 // layers are ARCHITECTURE.md's rules: which of the module's packages a
 // package (and every package under it) may not import. Tests are free.

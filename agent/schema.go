@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/oncely/oncely/client"
 )
 
 // RequireIdentity returns copies of a tool's input-schema properties and

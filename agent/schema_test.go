@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/agent"
-	"github.com/idemkit/idemkit/client"
+	"github.com/oncely/oncely/agent"
+	"github.com/oncely/oncely/client"
 )
 
 func TestRequireIdentity(t *testing.T) {

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 type refundInput struct {

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/oncely/oncely/client"
 )
 
 // The model sent the order id as a number, then as a string: the

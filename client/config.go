@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Config tunes an Executor. The zero value of each field selects its
@@ -48,7 +48,7 @@ type Config struct {
 	// false always waits for the lease.
 	OwnerExited func(owner string) bool
 	// Logger receives structured events (default: discard): at Info one
-	// "idemkit call" per call with its outcome and latency, and the
+	// "oncely call" per call with its outcome and latency, and the
 	// takeovers and reconciliations; at Warn uncertain outcomes, writes
 	// fenced off by a newer owner, failed lease renewals and lost leases;
 	// at Debug claims, replays and in-process merges. Every event carries
@@ -59,9 +59,9 @@ type Config struct {
 	LogInput bool
 	// Disabled runs every tool directly, without the ledger: no claim, no
 	// replay, no merging, no reconciliation, so repeats are NOT
-	// deduplicated by idemkit (providers still get the downstream key).
+	// deduplicated by oncely (providers still get the downstream key).
 	// It is an emergency switch, for example while the ledger is down and
-	// the agent must go on. The environment variable IDEMKIT_DISABLED
+	// the agent must go on. The environment variable ONCELY_DISABLED
 	// (DisabledEnv) set to 1, true, yes or on sets it. New and every call log
 	// a warning while it is on.
 	Disabled bool

@@ -11,7 +11,7 @@ import (
 // false, no, off (f, n) or empty leave Config as it is. Any other value
 // makes New panic, naming it: "enabled" or "ture" could mean either, and
 // guessing wrong either repeats effects or silently keeps a switch off.
-const DisabledEnv = "IDEMKIT_DISABLED"
+const DisabledEnv = "ONCELY_DISABLED"
 
 // parseDisabled reads v, the value of DisabledEnv.
 func parseDisabled(v string) (bool, error) {
@@ -21,6 +21,6 @@ func parseDisabled(v string) (bool, error) {
 	case "", "0", "false", "f", "no", "n", "off":
 		return false, nil
 	default:
-		return false, fmt.Errorf("client: %s=%q: want 1, true, yes or on to disable idemkit, or 0, false, no, off or nothing", DisabledEnv, v)
+		return false, fmt.Errorf("client: %s=%q: want 1, true, yes or on to disable oncely, or 0, false, no, off or nothing", DisabledEnv, v)
 	}
 }

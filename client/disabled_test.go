@@ -10,16 +10,16 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
-// TestDisabledEnvValues: IDEMKIT_DISABLED takes the values users write,
+// TestDisabledEnvValues: ONCELY_DISABLED takes the values users write,
 // in any case; New refuses any other, naming it. (Not parallel: it sets
 // the environment.)
 func TestDisabledEnvValues(t *testing.T) {
 	// runs calls the same action twice and returns how often the tool ran:
-	// 2 when idemkit is disabled, 1 otherwise.
+	// 2 when oncely is disabled, 1 otherwise.
 	runs := func(t *testing.T) int64 {
 		var n atomic.Int64
 		exec := client.New(ledgermem.New(nil), &client.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -43,7 +43,7 @@
 // reconciler can bound when the last one could have left
 // (Invocation.SentBy).
 //
-// Two things are process-wide: New reads IDEMKIT_DISABLED (DisabledEnv),
+// Two things are process-wide: New reads ONCELY_DISABLED (DisabledEnv),
 // which turns Config.Disabled on for every Executor, and the callers
 // waiting for a duplicate in flight are woken by a registry that every
 // Executor of the process shares (see Executor).

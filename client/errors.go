@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemkit/idemkit/errclass"
+	"github.com/oncely/oncely/errclass"
 )
 
 // classifiedError is an error marked by Definite, Permanent or Ambiguous.

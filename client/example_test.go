@@ -10,8 +10,8 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 // A tool is declared with the fields that identify its action, and tells
@@ -229,7 +229,7 @@ func ExampleNew_disabled() {
 	res, _ := exec.Execute(context.Background(), "run-1", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId": 42}`)})
 	fmt.Println(res.Text)
 	// Output:
-	// level=WARN msg="idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated" env=IDEMKIT_DISABLED
-	// level=WARN msg="idemkit call (DISABLED: not deduplicated)" tool=send_reply run=run-1 attempt=1 outcome=executed
+	// level=WARN msg="oncely: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated" env=ONCELY_DISABLED
+	// level=WARN msg="oncely call (DISABLED: not deduplicated)" tool=send_reply run=run-1 attempt=1 outcome=executed
 	// Done: reply sent
 }

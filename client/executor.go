@@ -13,10 +13,10 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/internal/clip"
-	"github.com/idemkit/idemkit/internal/counters"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/internal/clip"
+	"github.com/oncely/oncely/internal/counters"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Stats counts what an Executor did since it was created.
@@ -75,7 +75,7 @@ const watchPoll = time.Second
 // A nil store is a programming error: New panics at once rather than at the
 // first call.
 //
-// New reads the environment: DisabledEnv (IDEMKIT_DISABLED) set to 1,
+// New reads the environment: DisabledEnv (ONCELY_DISABLED) set to 1,
 // true, yes or on turns Config.Disabled on, whatever cfg says, and a value
 // it does not know makes New panic (see DisabledEnv).
 func New(store ledger.Store, cfg *Config) *Executor {
@@ -89,14 +89,14 @@ func New(store ledger.Store, cfg *Config) *Executor {
 	}
 	c.Disabled = c.Disabled || disabled
 	if c.Disabled {
-		c.Logger.Warn("idemkit: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
+		c.Logger.Warn("oncely: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
 			slog.String("env", DisabledEnv))
 	}
 	e := &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll, wakes: settles}
 	if !c.NoCounters && !c.Disabled {
 		e.cnt = counters.New(store, c.Clock, 0)
 		e.cnt.OnError = func(err error) {
-			c.Logger.Warn("idemkit: writing the counter records failed; they are kept for the next write", slog.Any("err", err))
+			c.Logger.Warn("oncely: writing the counter records failed; they are kept for the next write", slog.Any("err", err))
 		}
 	}
 	return e
@@ -173,7 +173,7 @@ func (e *Executor) Stats() Stats {
 // Execute performs one tool call of a run at most once per action.
 //
 // The Result is always meaningful and can be given to the model as it is.
-// The error is non-nil only when idemkit itself could not do its job: the
+// The error is non-nil only when oncely itself could not do its job: the
 // ledger could not be reached (the tool did not run; the Result says the
 // call failed and may be retried), or the outcome could not be recorded
 // after the tool ran (the record's lease will lapse and the next attempt
@@ -223,7 +223,7 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 		e.cnt.Add(counters.Counts{Tool: t.Name, Merged: 1})
 		a.r.Shared = true
 		if l := e.cfg.Logger; l.Enabled(ctx, slog.LevelDebug) {
-			l.LogAttrs(ctx, slog.LevelDebug, "idemkit merge", e.callAttrs(t, runID, id.key, a.r.Attempt, call)...)
+			l.LogAttrs(ctx, slog.LevelDebug, "oncely merge", e.callAttrs(t, runID, id.key, a.r.Attempt, call)...)
 		}
 	}
 	return a.r, a.err
@@ -260,7 +260,7 @@ func (e *Executor) direct(ctx context.Context, t *Tool, id identity, runID strin
 	if err != nil {
 		attrs = append(attrs, slog.Any("cause", err))
 	}
-	r.log(ctx, slog.LevelWarn, "idemkit call (DISABLED: not deduplicated)", attrs...)
+	r.log(ctx, slog.LevelWarn, "oncely call (DISABLED: not deduplicated)", attrs...)
 	return res
 }
 

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -231,7 +231,7 @@ func mergeWaiters(creator string) int {
 	for _, g := range strings.Split(string(buf), "\n\n") {
 		if strings.Contains(g, "singleflight.(*Group).Do(") && strings.Contains(g, "sync.(*WaitGroup).Wait(") &&
 			!strings.Contains(g, "singleflight.(*Group).doCall(") && strings.Contains(g, "client.(*Executor).Execute(") &&
-			strings.Contains(g, "created by github.com/idemkit/idemkit/"+creator) {
+			strings.Contains(g, "created by github.com/oncely/oncely/"+creator) {
 			n++
 		}
 	}

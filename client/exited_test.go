@@ -15,14 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // agentEnv makes the test binary an agent process: it runs the refund
 // tool of exitedTool on the SQLite ledger the variable names, and stops
 // for good right after the tool ran, before anything is recorded.
-const agentEnv = "IDEMKIT_TEST_AGENT_LEDGER"
+const agentEnv = "ONCELY_TEST_AGENT_LEDGER"
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(agentEnv); path != "" {

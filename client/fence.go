@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // fence keeps a claim's provider calls inside its lease. Its context, the
@@ -67,7 +67,7 @@ func (f *fence) schedule() {
 	until := f.lease()
 	if !now.Before(until) {
 		f.cancel(fmt.Errorf("%w: the lease ended at %s without renewal", ErrLeaseLost, until.UTC().Format(time.RFC3339Nano)))
-		f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", context.Cause(f.ctx)))
+		f.r.log(f.parent, slog.LevelWarn, "oncely lease lost", slog.Any("cause", context.Cause(f.ctx)))
 		return
 	}
 	wait := cfg.Lease / 2
@@ -111,10 +111,10 @@ func (f *fence) beat() {
 		// A renewal that outlasts the lease is no renewal: bound the write.
 		switch err := f.renew(left); {
 		case errors.Is(err, ErrLeaseLost):
-			f.r.log(f.parent, slog.LevelWarn, "idemkit lease lost", slog.Any("cause", err))
+			f.r.log(f.parent, slog.LevelWarn, "oncely lease lost", slog.Any("cause", err))
 			return
 		case err != nil:
-			f.r.log(f.parent, slog.LevelWarn, "idemkit lease renewal failed; retrying until the lease ends", slog.Any("err", err))
+			f.r.log(f.parent, slog.LevelWarn, "oncely lease renewal failed; retrying until the lease ends", slog.Any("err", err))
 		}
 	}
 	if f.ctx.Err() == nil {

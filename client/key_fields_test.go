@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 // TestArrayIndexPaths: a field's path reaches into arrays by index, as

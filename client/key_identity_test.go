@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/oncely/oncely/client"
 )
 
 func TestCanonicalIdentityIsWhatKeyHashes(t *testing.T) {

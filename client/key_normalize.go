@@ -42,7 +42,7 @@ func (f NormalizerFunc) Normalize(v any) (any, error) { return f(v) }
 
 var errNotScalarText = errors.New("want a string or a number")
 
-// BuiltinNormalizer is a normalizer idemkit defines: String, Trimmed,
+// BuiltinNormalizer is a normalizer oncely defines: String, Trimmed,
 // CaseFolded, Email, Integer and Decimal. They are constants, so that no
 // importer can replace one for the whole process.
 type BuiltinNormalizer int

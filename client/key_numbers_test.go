@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 // normalizeTo is a Normalizer that returns out whatever the input.

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 // events decodes the JSON log lines in buf.
@@ -65,7 +65,7 @@ func TestLogEvents(t *testing.T) {
 		r := f.call(t, "run-1", "send_reply", in)
 		f.call(t, "run-1", "send_reply", in)
 		evs := events(t, &buf)
-		for _, msg := range []string{"idemkit claim", "idemkit reconcile", "idemkit call", "idemkit replay"} {
+		for _, msg := range []string{"oncely claim", "oncely reconcile", "oncely call", "oncely replay"} {
 			ev := find(evs, msg)
 			if ev == nil {
 				t.Fatalf("no %q event in %s", msg, buf.String())
@@ -74,10 +74,10 @@ func TestLogEvents(t *testing.T) {
 				t.Errorf("%s: attrs %v", msg, ev)
 			}
 		}
-		if ev := find(evs, "idemkit reconcile"); ev["verdict"] != "resend safe" || ev["latency"] == nil {
+		if ev := find(evs, "oncely reconcile"); ev["verdict"] != "resend safe" || ev["latency"] == nil {
 			t.Errorf("reconcile event %v", ev)
 		}
-		if ev := find(evs, "idemkit call"); ev["outcome"] != "executed" || ev["latency"] == nil {
+		if ev := find(evs, "oncely call"); ev["outcome"] != "executed" || ev["latency"] == nil {
 			t.Errorf("call event %v", ev)
 		}
 		if strings.Contains(buf.String(), secret) != logInput {
@@ -105,12 +105,12 @@ func TestLogWarnings(t *testing.T) {
 	f = newFixture(t, &client.Config{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}, tool)
 	f.call(t, "run", "send_reply", in)
 	evs := events(t, &buf)
-	if ev := find(evs, "idemkit fenced write"); ev == nil || ev["level"] != "WARN" || ev["write"] != "failed" {
+	if ev := find(evs, "oncely fenced write"); ev == nil || ev["level"] != "WARN" || ev["write"] != "failed" {
 		t.Errorf("no fenced write warning: %s", buf.String())
 	}
 	// The call's latency is read from the Executor's clock, which only the
 	// tool moved.
-	if ev := find(evs, "idemkit call"); ev == nil || ev["latency"] != float64(3*f.lease()) {
+	if ev := find(evs, "oncely call"); ev == nil || ev["latency"] != float64(3*f.lease()) {
 		t.Errorf("call event %v, want a latency of %v", ev, 3*f.lease())
 	}
 }
@@ -192,7 +192,7 @@ func TestLogMerge(t *testing.T) {
 		}
 		var merges []map[string]any
 		for _, ev := range events(t, &buf) {
-			if ev["msg"] == "idemkit merge" {
+			if ev["msg"] == "oncely merge" {
 				merges = append(merges, ev)
 			}
 		}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/idemkit/idemkit/internal/clip"
-	"github.com/idemkit/idemkit/internal/counters"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/internal/clip"
+	"github.com/oncely/oncely/internal/counters"
+	"github.com/oncely/oncely/ledger"
 )
 
 // write retries a conditional record write with backoff, also after the
@@ -65,7 +65,7 @@ func (r *run) complete(ctx context.Context, eff Effect, outcome Outcome) (Result
 	case errors.Is(err, ledger.ErrNotOwner):
 		// The lease lapsed while the tool ran and another caller took the
 		// record over; it reconciles with the provider, which has the key.
-		r.log(ctx, slog.LevelWarn, "idemkit fenced write", slog.String("write", "done"), slog.Any("err", err))
+		r.log(ctx, slog.LevelWarn, "oncely fenced write", slog.String("write", "done"), slog.Any("err", err))
 		return res, nil
 	default:
 		res.Text += textNotRecorded
@@ -109,7 +109,7 @@ func (r *run) recorded(ctx context.Context, write string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, ledger.ErrNotOwner):
-		r.log(ctx, slog.LevelWarn, "idemkit fenced write", slog.String("write", write), slog.Any("err", err))
+		r.log(ctx, slog.LevelWarn, "oncely fenced write", slog.String("write", write), slog.Any("err", err))
 		return nil
 	}
 	return fmt.Errorf("client: record %s %s: %w", write, r.id.key, err)
@@ -132,7 +132,7 @@ func (r *run) uncertain(ctx context.Context, cause error) (Result, error) {
 		return r.e.store.Fail(ctx, r.id.key, r.owner, ledger.Failure{Definite: false, Reason: clip.String(cause.Error(), ledger.MaxReasonBytes)})
 	})
 	res := r.uncertainResult(r.inv.Attempt, cause)
-	r.log(ctx, slog.LevelWarn, "idemkit uncertain", slog.Any("cause", cause), slog.Bool("reconciler", r.t.Reconciler != nil))
+	r.log(ctx, slog.LevelWarn, "oncely uncertain", slog.Any("cause", cause), slog.Bool("reconciler", r.t.Reconciler != nil))
 	return res, r.recorded(ctx, "uncertain", err)
 }
 

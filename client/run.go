@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/internal/counters"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/internal/counters"
+	"github.com/oncely/oncely/ledger"
 )
 
 // run is the state of one call through the executor.
@@ -65,7 +65,7 @@ func (e *Executor) execute(ctx context.Context, t *Tool, id identity, runID stri
 	} else if res.Err != nil {
 		attrs = append(attrs, slog.Any("cause", res.Err))
 	}
-	r.log(ctx, slog.LevelInfo, "idemkit call", attrs...)
+	r.log(ctx, slog.LevelInfo, "oncely call", attrs...)
 	return res, err
 }
 
@@ -95,10 +95,10 @@ func (r *run) do(ctx context.Context) (Result, error) {
 			return r.failed(err, true, reasonLedgerDown), err
 		}
 		if cr.Claimed {
-			r.log(ctx, slog.LevelDebug, "idemkit claim", slog.Bool("claimed", true), slog.String("previous", prevState(cr.Previous)))
+			r.log(ctx, slog.LevelDebug, "oncely claim", slog.Bool("claimed", true), slog.String("previous", prevState(cr.Previous)))
 			return r.claimed(ctx, cr)
 		}
-		r.log(ctx, slog.LevelDebug, "idemkit claim", slog.Bool("claimed", false), slog.String("previous", prevState(cr.Previous)))
+		r.log(ctx, slog.LevelDebug, "oncely claim", slog.Bool("claimed", false), slog.String("previous", prevState(cr.Previous)))
 		res, retry := r.blocked(ctx, cr.Previous)
 		if !retry || round > 0 {
 			return res, nil
@@ -196,7 +196,7 @@ func (r *run) act(ctx context.Context, f *fence, cr ledger.ClaimResult) settle {
 		}
 		r.e.n.takeovers.Add(1)
 		r.earlier = rootReason(prev.Reason)
-		r.log(ctx, slog.LevelInfo, "idemkit takeover", slog.String("previous", string(prev.State)), slog.Time("sent_by", prev.LeaseUntil))
+		r.log(ctx, slog.LevelInfo, "oncely takeover", slog.String("previous", string(prev.State)), slog.Time("sent_by", prev.LeaseUntil))
 		if s, done := r.reconcile(f.ctx, r.earlierUnknown(), AlreadyDone); done {
 			return s
 		}
@@ -320,7 +320,7 @@ func (r *run) reconcile(ctx context.Context, cause error, foundAs Outcome) (sett
 	} else if rec.Reason != "" {
 		attrs = append(attrs, slog.String("reason", rec.Reason))
 	}
-	r.log(ctx, slog.LevelInfo, "idemkit reconcile", attrs...)
+	r.log(ctx, slog.LevelInfo, "oncely reconcile", attrs...)
 	if err == nil && (rec.Verdict == VerdictFound || rec.Verdict == VerdictAbsent || rec.Verdict == VerdictResendSafe) {
 		r.e.cnt.Add(counters.Counts{Tool: r.t.Name, Reconciled: 1})
 	}

@@ -19,14 +19,14 @@ const (
 	// Reconciler will settle (Uncertain).
 	textUncertain = "Outcome unknown: the request may have gone through. It is being reconciled; do not retry."
 	// textUncertainManual answers an ambiguous outcome of a tool without a
-	// Reconciler, or with idemkit disabled (Uncertain).
+	// Reconciler, or with oncely disabled (Uncertain).
 	textUncertainManual = "Outcome unknown: the request may have gone through. It cannot be checked automatically; an operator must check it. Do not retry."
 	// textNotRecorded is appended to a done result whose record could not
 	// be written.
 	textNotRecorded = " (It could not be recorded yet; it will be reconciled, so do not repeat it.)"
 )
 
-// The reasons of a Failed result that idemkit, not the tool, gives
+// The reasons of a Failed result that oncely, not the tool, gives
 // (textFailed); a tool's failure gives its error's text.
 const (
 	// reasonCancelled: the call's context ended before the claim.

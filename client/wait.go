@@ -8,8 +8,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/idemkit/idemkit/internal/counters"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/internal/counters"
+	"github.com/oncely/oncely/ledger"
 )
 
 // blocked answers a call whose claim was refused by prev. retry reports
@@ -34,7 +34,7 @@ func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
 		r.e.cnt.Add(counters.Counts{Tool: r.t.Name, Replayed: 1})
 		res := r.doneResult(AlreadyDone, prev.Summary, prev.Ref, prev.Result)
 		res.Attempt = prev.Attempt
-		r.log(ctx, slog.LevelDebug, "idemkit replay", slog.String("ref", prev.Ref))
+		r.log(ctx, slog.LevelDebug, "oncely replay", slog.String("ref", prev.Ref))
 		return res, false
 	case ledger.StateFailed: // the other call failed: this one may try
 		// A failed record holds the next attempt's number; the one that
@@ -152,6 +152,6 @@ func (r *run) ownerExited(ctx context.Context, rec *ledger.Record) bool {
 		return false
 	}
 	r.abandoned = rec.Owner
-	r.log(ctx, slog.LevelDebug, "idemkit owner exited", slog.String("owner", rec.Owner))
+	r.log(ctx, slog.LevelDebug, "oncely owner exited", slog.String("owner", rec.Owner))
 	return true
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // waiting returns how many callers wait for key's settle signal.

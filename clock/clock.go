@@ -1,4 +1,4 @@
-// Package clock is the time source idemkit's components read: the
+// Package clock is the time source oncely's components read: the
 // executor, the reconcile policy and sweeper, every ledger, the HTTP
 // layer, the provider adapters and the fakes each take a Clock in their
 // Config (the system clock when nil), so that tests move time without

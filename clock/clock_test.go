@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
+	"github.com/oncely/oncely/clock"
 )
 
 func TestFake(t *testing.T) {

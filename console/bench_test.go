@@ -17,12 +17,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
 
-	"github.com/idemkit/idemkit/console"
-	"github.com/idemkit/idemkit/internal/ledgerbench"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerpg"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/console"
+	"github.com/oncely/oncely/internal/ledgerbench"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerpg"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // benchSizes are the ledgers the console's pages are timed on, paired:

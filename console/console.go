@@ -1,4 +1,4 @@
-// Package console is an operator console for an idemkit ledger, served
+// Package console is an operator console for an oncely ledger, served
 // over HTTP as server-rendered HTML: the actions that need attention
 // (uncertain ones, and pending ones whose lease ran out), every field of
 // one action with the actions an operator takes on it (reconcile now, mark
@@ -42,9 +42,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/providers"
 )
 
 //go:embed templates/*.html static/*
@@ -168,7 +168,7 @@ func loopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-const tokenCookie = "idem_console_token"
+const tokenCookie = "oncely_console_token"
 
 // authenticate checks the token or the proxy's user header, and, for a
 // console without either, that the request names a loopback host (so that

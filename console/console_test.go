@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/internal/counters"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/internal/counters"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // key makes a 64-hex action key from a short name.
@@ -525,7 +525,7 @@ func TestReconcileNow(t *testing.T) {
 	if r := f.record(key("ab0")); r.State != ledger.StatePending {
 		t.Errorf("another record changed: %+v", r)
 	}
-	if _, err := f.store.Get(context.Background(), "idemkit/sweeper/"); err == nil {
+	if _, err := f.store.Get(context.Background(), "oncely/sweeper/"); err == nil {
 		t.Error("reconcile now wrote a sweep position")
 	}
 	// Without an adapter for the tool, the page offers none and a POST is

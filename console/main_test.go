@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
 )
 
 // TestMain finds or starts the PostgreSQL server of the benchmarks.

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
 )
 
 func (c *Console) routes() {

@@ -11,12 +11,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/internal/counters"
-	"github.com/idemkit/idemkit/internal/listmerge"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/internal/counters"
+	"github.com/oncely/oncely/internal/listmerge"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // pageSize is how many records a list page shows.
@@ -66,7 +66,7 @@ func (c *Console) attention(ctx context.Context, after ledger.Cursor, now time.T
 	return recs[:min(len(recs), pageSize)], more, nil
 }
 
-// reserved reports a record idemkit keeps for itself, not an action: a
+// reserved reports a record oncely keeps for itself, not an action: a
 // sweeper's position or a counter record.
 func reserved(r *ledger.Record) bool {
 	return r.Tool == reconcile.CursorTool || r.Tool == ledger.CountersRun

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/idemkit/idemkit/errclass"
+	"github.com/oncely/oncely/errclass"
 )
 
 type classified struct{ c errclass.Class }

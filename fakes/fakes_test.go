@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes"
+	"github.com/oncely/oncely/fakes"
 )
 
 func TestJournalConcurrentAppend(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes"
+	"github.com/oncely/oncely/fakes"
 )
 
 func TestListenOnLoopback(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package integration holds idemkit's end-to-end tests; it has no API.
+// Package integration holds oncely's end-to-end tests; it has no API.
 //
 // Every side-effecting adapter (Stripe PaymentIntents and refunds, mail,
 // CRM upsert, an IETF Idempotency-Key API) runs against its fake provider
@@ -6,7 +6,7 @@
 // PostgreSQL, Redis), through client.Executor with the reconcile policy:
 //
 //   - TestFailureCases/<ledger>/<adapter>/<case>: the failure cases of
-//     package idemtest (same call twice, model re-call, crash after the
+//     package oncelytest (same call twice, model re-call, crash after the
 //     effect simulated in-process, parallel resumes, double approval,
 //     timeout after success) and, for the durable ledgers,
 //     killed_after_effect: a real child process (this test binary,

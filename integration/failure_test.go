@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/idemtest"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/oncelytest"
 )
 
 // actionSeq numbers the actions of the failure cases, so that every case
@@ -35,7 +35,7 @@ func TestFailureCases(t *testing.T) {
 				s := &scenarios[i]
 				t.Run(s.name, func(t *testing.T) {
 					t.Parallel()
-					idemtest.FailureCases(t, func(t *testing.T, clock clock.Clock) idemtest.Harness {
+					oncelytest.FailureCases(t, func(t *testing.T, clock clock.Clock) oncelytest.Harness {
 						return harness(t, b, s, clock)
 					})
 					if b.name != "memory" { // a memory ledger dies with its process
@@ -85,7 +85,7 @@ func (a *action) effectList() []fakes.Effect {
 
 func (a *action) effects() int { return len(a.effectList()) }
 
-func harness(t *testing.T, b backend, s *scenario, clk clock.Clock) idemtest.Harness {
+func harness(t *testing.T, b backend, s *scenario, clk clock.Clock) oncelytest.Harness {
 	fake, ok := clk.(*clock.Fake)
 	if !ok {
 		t.Fatalf("the failure cases' clock is a %T, want a *clock.Fake", clk)
@@ -93,7 +93,7 @@ func harness(t *testing.T, b backend, s *scenario, clk clock.Clock) idemtest.Har
 	a := newAction(t, s, fake)
 	store, _ := b.open(t, clk)
 	faults := a.k.server(s.provider).faults
-	return idemtest.Harness{
+	return oncelytest.Harness{
 		Store:   store,
 		Tool:    a.k.tools[s.name],
 		Input:   a.input,
@@ -123,8 +123,8 @@ func killedAfterEffect(t *testing.T, b backend, s *scenario) {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
 	cmd.Env = append(append(os.Environ(), env...),
-		helperEnv+"=killed_after_effect", "IDEM_SCENARIO="+s.name, "IDEM_URLS="+string(u),
-		"IDEM_RUN="+runID, "IDEM_INPUT="+string(a.input), fmt.Sprintf("IDEM_T0=%d", t0.UnixMilli()))
+		helperEnv+"=killed_after_effect", "ONCELY_SCENARIO="+s.name, "ONCELY_URLS="+string(u),
+		"ONCELY_RUN="+runID, "ONCELY_INPUT="+string(a.input), fmt.Sprintf("ONCELY_T0=%d", t0.UnixMilli()))
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != killedExit {

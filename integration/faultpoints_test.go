@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/reconcile"
 )
 
 var faultPairs = flag.Bool("faultpoints.pairs", false, "TestFaultPoints also fails every pair of points (memory and SQLite)")

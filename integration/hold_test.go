@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 // A fake with a Delay fault holds a request until the client gives up, then

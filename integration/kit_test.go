@@ -10,20 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/crmfake"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/keyheaderfake"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/providers/keyheader"
-	"github.com/idemkit/idemkit/providers/mail"
-	"github.com/idemkit/idemkit/providers/stripe"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/crmfake"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/keyheaderfake"
+	"github.com/oncely/oncely/fakes/mailfake"
+	"github.com/oncely/oncely/fakes/stripefake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/crm"
+	"github.com/oncely/oncely/providers/keyheader"
+	"github.com/oncely/oncely/providers/mail"
+	"github.com/oncely/oncely/providers/stripe"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // Timing. The fakes, the adapters' lookups, the reconcile policies, the
@@ -50,7 +50,7 @@ const setupPrefix = "setup-"
 
 // urls locates the fake providers.
 type urls struct {
-	Stripe, Mail, CRM, Idem string
+	Stripe, Mail, CRM, KeyHeader string
 	// Extra locates the fakes of extraProviders, by name.
 	Extra map[string]string `json:",omitempty"`
 }
@@ -73,14 +73,14 @@ var extraProviders = map[string]extraProvider{}
 // process sees them. A kit made by newKit owns the servers; one made by
 // kitAt (in a child process) only talks to them.
 type kit struct {
-	urls    urls
-	servers map[string]server // by provider name
-	stripe  *stripe.Client
-	mail    *mail.Client
-	crm     *crm.Client
-	idem    *keyheader.Client
-	extra   map[string]any         // the adapters of extraProviders, by name
-	tools   map[string]client.Tool // by scenario name
+	urls      urls
+	servers   map[string]server // by provider name
+	stripe    *stripe.Client
+	mail      *mail.Client
+	crm       *crm.Client
+	keyheader *keyheader.Client
+	extra     map[string]any         // the adapters of extraProviders, by name
+	tools     map[string]client.Tool // by scenario name
 }
 
 // server is what the tests use of a fake: its faults, its journal, and
@@ -99,7 +99,7 @@ type kitOptions struct {
 	// whose tools never reconcile (a child process's).
 	clock *clock.Fake
 	// blind replaces every reconciler by one that always answers "not
-	// found": blind retry, the behaviour idemkit exists to prevent.
+	// found": blind retry, the behaviour oncely exists to prevent.
 	blind bool
 }
 
@@ -129,7 +129,7 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 		case "crm":
 			f := crmfake.NewHandler(&crmfake.Config{Seed: opt.seed, Clock: now})
 			h, srv = f, server{faults: f.Faults, journal: f.Journal}
-		case "idem":
+		case "keyheader":
 			f := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: opt.seed, Clock: now})
 			h, srv = f, server{faults: f.Faults, journal: f.Journal}
 		default:
@@ -150,8 +150,8 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 			k.urls.Mail = hs.URL
 		case "crm":
 			k.urls.CRM = hs.URL
-		case "idem":
-			k.urls.Idem = hs.URL
+		case "keyheader":
+			k.urls.KeyHeader = hs.URL
 		default:
 			if k.urls.Extra == nil {
 				k.urls.Extra = map[string]string{}
@@ -163,7 +163,7 @@ func newKit(t testing.TB, opt kitOptions, names ...string) *kit {
 	return k
 }
 
-var providerNames = []string{"stripe", "mail", "crm", "idem"}
+var providerNames = []string{"stripe", "mail", "crm", "keyheader"}
 
 // kitAt builds the tools on fakes that run elsewhere.
 func kitAt(u urls, opt kitOptions) *kit {
@@ -186,7 +186,7 @@ func (k *kit) build(opt kitOptions) {
 	k.stripe = stripe.New(k.urls.Stripe, &stripe.Config{APIKey: "sk_test_integration", HTTP: httpCfg("stripe"), SearchLag: indexLagBound})
 	k.mail = mail.New(k.urls.Mail, &mail.Config{HTTP: httpCfg("mail"), IndexLag: indexLagBound})
 	k.crm = crm.New(k.urls.CRM, &crm.Config{HTTP: httpCfg("crm")})
-	k.idem = keyheader.New(k.urls.Idem, &keyheader.Config{HTTP: httpCfg("idem")})
+	k.keyheader = keyheader.New(k.urls.KeyHeader, &keyheader.Config{HTTP: httpCfg("keyheader")})
 	k.extra = map[string]any{}
 	for name, p := range extraProviders {
 		url := k.urls.Extra[name]
@@ -402,7 +402,7 @@ var scenarios = []scenario{
 		},
 	},
 	{
-		name: "idem_order", provider: "idem", kind: fakes.KindOrder, route: "POST /v1/orders",
+		name: "keyheader_order", provider: "keyheader", kind: fakes.KindOrder, route: "POST /v1/orders",
 		tool: func(k *kit, policy func(providers.Adapter) client.Reconciler) client.Tool {
 			return client.Tool{
 				Name:      "place_order",
@@ -418,13 +418,13 @@ var scenarios = []scenario{
 						return client.Effect{}, err
 					}
 					var order keyheaderfake.Order
-					if _, err := k.idem.Post(ctx, inv.DownstreamKey, "/v1/orders",
+					if _, err := k.keyheader.Post(ctx, inv.DownstreamKey, "/v1/orders",
 						map[string]any{"sku": in.SKU, "quantity": in.Quantity, "customer": in.OrderRef}, &order); err != nil {
 						return client.Effect{}, err
 					}
 					return client.Effect{Summary: fmt.Sprintf("order %s: %d x %s", order.ID, order.Quantity, order.SKU), Ref: order.ID}, nil
 				},
-				Reconciler: policy(k.idem),
+				Reconciler: policy(k.keyheader),
 			}
 		},
 		input: func(n int, _, text string) json.RawMessage {

@@ -6,17 +6,17 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgercache"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgerpg"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgercache"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/ledger/ledgerpg"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // backend is a ledger the tests run on.
@@ -33,29 +33,29 @@ var backends = []backend{
 		return ledgermem.New(&ledgermem.Config{Clock: clock}), nil
 	}},
 	{name: "sqlite", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
-		env := []string{"IDEM_LEDGER=sqlite", "IDEM_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
+		env := []string{"ONCELY_LEDGER=sqlite", "ONCELY_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
 		return mustOpen(t, env, clock), env
 	}},
 	// The done-record cache in front of SQLite: repeats this process saw
 	// done are answered from memory; a child process opens the file alone.
 	{name: "sqlite+cache", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
-		env := []string{"IDEM_LEDGER=sqlite", "IDEM_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
+		env := []string{"ONCELY_LEDGER=sqlite", "ONCELY_SQLITE=" + filepath.Join(t.TempDir(), "ledger.db")}
 		return ledgercache.New(mustOpen(t, env, clock), &ledgercache.Config{Clock: clock}), env
 	}},
 	{name: "dynamo", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		endpoint := dynalitetest.Endpoint(t)
-		env := []string{"IDEM_LEDGER=dynamo", "IDEM_DYNAMO_ENDPOINT=" + endpoint,
-			"IDEM_DYNAMO_TABLE=" + dynalitetest.NewTable(t, dynalitetest.NewClient(endpoint))}
+		env := []string{"ONCELY_LEDGER=dynamo", "ONCELY_DYNAMO_ENDPOINT=" + endpoint,
+			"ONCELY_DYNAMO_TABLE=" + dynalitetest.NewTable(t, dynalitetest.NewClient(endpoint))}
 		return mustOpen(t, env, clock), env
 	}},
 	{name: "redis", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		url := redistest.URL(t)
-		env := []string{"IDEM_LEDGER=redis", "IDEM_REDIS=" + url + "?prefix=" + redistest.Prefix(t, url)}
+		env := []string{"ONCELY_LEDGER=redis", "ONCELY_REDIS=" + url + "?prefix=" + redistest.Prefix(t, url)}
 		return mustOpen(t, env, clock), env
 	}},
 	{name: "postgres", open: func(t testing.TB, clock clock.Clock) (ledger.Store, []string) {
 		schema := pgtest.Schema(t, pgtest.Pool(t))
-		env := []string{"IDEM_LEDGER=postgres", "IDEM_POSTGRES_URL=" + pgtest.URL(t), "IDEM_POSTGRES_SCHEMA=" + schema}
+		env := []string{"ONCELY_LEDGER=postgres", "ONCELY_POSTGRES_URL=" + pgtest.URL(t), "ONCELY_POSTGRES_SCHEMA=" + schema}
 		return postgresStore(t, schema, clock), env
 	}},
 }
@@ -90,24 +90,24 @@ func mustOpen(t testing.TB, env []string, clock clock.Clock) ledger.Store {
 // openFromEnv opens the durable store the environment names: how a child
 // process finds its parent's ledger.
 func openFromEnv(ctx context.Context, getenv func(string) string, clock clock.Clock) (ledger.Store, func(), error) {
-	switch b := getenv("IDEM_LEDGER"); b {
+	switch b := getenv("ONCELY_LEDGER"); b {
 	case "sqlite":
-		s, err := ledgersqlite.Open(ctx, getenv("IDEM_SQLITE"), &ledgersqlite.Config{Clock: clock})
+		s, err := ledgersqlite.Open(ctx, getenv("ONCELY_SQLITE"), &ledgersqlite.Config{Clock: clock})
 		if err != nil {
 			return nil, nil, err
 		}
 		return s, func() { _ = s.Close() }, nil
 	case "dynamo":
-		client := dynalitetest.NewClient(getenv("IDEM_DYNAMO_ENDPOINT"))
-		return ledgerdynamo.New(client, getenv("IDEM_DYNAMO_TABLE"), &ledgerdynamo.Config{Clock: clock}), func() {}, nil
+		client := dynalitetest.NewClient(getenv("ONCELY_DYNAMO_ENDPOINT"))
+		return ledgerdynamo.New(client, getenv("ONCELY_DYNAMO_TABLE"), &ledgerdynamo.Config{Clock: clock}), func() {}, nil
 	case "redis":
-		s, err := ledgerredis.OpenURL(ctx, getenv("IDEM_REDIS"), &ledgerredis.Config{Clock: clock})
+		s, err := ledgerredis.OpenURL(ctx, getenv("ONCELY_REDIS"), &ledgerredis.Config{Clock: clock})
 		if err != nil {
 			return nil, nil, err
 		}
 		return s, func() { _ = s.Close() }, nil
 	case "postgres":
-		s, err := ledgerpg.OpenURL(ctx, getenv("IDEM_POSTGRES_URL"), &ledgerpg.Config{Clock: clock, Schema: getenv("IDEM_POSTGRES_SCHEMA")})
+		s, err := ledgerpg.OpenURL(ctx, getenv("ONCELY_POSTGRES_URL"), &ledgerpg.Config{Clock: clock, Schema: getenv("ONCELY_POSTGRES_SCHEMA")})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
 )
 
 // TestMain runs the tests with a DynamoDB-compatible server (dynalite), a
@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // The child process's environment.
 const (
-	helperEnv = "IDEM_HELPER" // the case the child plays
+	helperEnv = "ONCELY_HELPER" // the case the child plays
 	// killedExit is the child's exit code when it died where it should.
 	killedExit = 3
 )
@@ -61,9 +61,9 @@ func helperProcess() int {
 		fmt.Fprintf(os.Stderr, "helper: "+format+"\n", args...)
 		return 1
 	}
-	t0, err := strconv.ParseInt(os.Getenv("IDEM_T0"), 10, 64)
+	t0, err := strconv.ParseInt(os.Getenv("ONCELY_T0"), 10, 64)
 	if err != nil {
-		return fail("IDEM_T0: %v", err)
+		return fail("ONCELY_T0: %v", err)
 	}
 	clock := clock.NewFake(time.UnixMilli(t0))
 	store, closeStore, err := openFromEnv(ctx, os.Getenv, clock)
@@ -71,13 +71,13 @@ func helperProcess() int {
 		return fail("open ledger: %v", err)
 	}
 	defer closeStore()
-	s := scenarioByName(os.Getenv("IDEM_SCENARIO"))
+	s := scenarioByName(os.Getenv("ONCELY_SCENARIO"))
 	if s == nil {
-		return fail("unknown scenario %q", os.Getenv("IDEM_SCENARIO"))
+		return fail("unknown scenario %q", os.Getenv("ONCELY_SCENARIO"))
 	}
 	var u urls
-	if err := json.Unmarshal([]byte(os.Getenv("IDEM_URLS")), &u); err != nil {
-		return fail("IDEM_URLS: %v", err)
+	if err := json.Unmarshal([]byte(os.Getenv("ONCELY_URLS")), &u); err != nil {
+		return fail("ONCELY_URLS: %v", err)
 	}
 	tool := kitAt(u, kitOptions{}).tools[s.name]
 	run := tool.Run
@@ -91,6 +91,6 @@ func helperProcess() int {
 	if err := exec.Register(tool); err != nil {
 		return fail("register: %v", err)
 	}
-	res, err := exec.Execute(ctx, os.Getenv("IDEM_RUN"), client.Call{Tool: tool.Name, Input: json.RawMessage(os.Getenv("IDEM_INPUT")), ID: "toolu_killed"})
+	res, err := exec.Execute(ctx, os.Getenv("ONCELY_RUN"), client.Call{Tool: tool.Name, Input: json.RawMessage(os.Getenv("ONCELY_INPUT")), ID: "toolu_killed"})
 	return fail("the call returned (%s, %v) instead of dying after the provider call", res.Text, err)
 }

@@ -9,10 +9,10 @@ import (
 
 	gh "github.com/google/go-github/v93/github"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/githubfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/github"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/githubfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/github"
 )
 
 // GitHub: issues and issue comments, which GitHub does not deduplicate,

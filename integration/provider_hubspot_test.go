@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/hubspotfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/hubspot"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/hubspotfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/hubspot"
 )
 
-// HubSpot: an upsert of a contact by the unique property idem_key, a
+// HubSpot: an upsert of a contact by the unique property oncely_key, a
 // consistent lookup by it.
 func init() {
 	const token = "pat-integration"

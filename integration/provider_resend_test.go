@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/resendfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/resend"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/resendfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/resend"
 )
 
 // Resend joins the kit: its fake, its adapter, and a scenario that the

@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/slackfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/slack"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/slackfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/slack"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // Slack: a post carrying the key in its metadata, found again in the

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 // Deterministic reproductions of duplicates TestChaos found.
@@ -24,7 +24,7 @@ import (
 // done, and the model's retry must not make a second order.
 func TestResendRefusedAfterTakeover(t *testing.T) {
 	t.Parallel()
-	r := newRegression(t, "idem_order")
+	r := newRegression(t, "keyheader_order")
 	r.crashAfterEffect()
 	r.faults.Add(fault.Rule{Route: r.a.s.route, Attempt: 1, Action: fault.FailBeforeCommit,
 		Status: http.StatusTooManyRequests, RetryAfter: time.Second})

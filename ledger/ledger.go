@@ -1,4 +1,4 @@
-// Package ledger defines the durable store of action records that idemkit
+// Package ledger defines the durable store of action records that oncely
 // claims before a side effect runs, and the contract every backend honours.
 //
 // A record moves through the states of the action it guards:
@@ -19,7 +19,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/clip"
+	"github.com/oncely/oncely/internal/clip"
 )
 
 // State is the state of an action record.
@@ -318,7 +318,7 @@ type Filter struct {
 // and minute, what never reaches the ledger otherwise, such as replays.
 // They are done records like any other; a store may index their listing
 // (List with RunID CountersRun) apart from the others' (ledgerpg does).
-const CountersRun = "idemkit/counters"
+const CountersRun = "oncely/counters"
 
 // DefaultListLimit is the number of records List returns, in this
 // module's backends, when the filter sets no Limit.

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // ownerChildEnv makes the test binary a child process that prints an
 // owner token and lives until its standard input closes.
-const ownerChildEnv = "IDEMKIT_OWNER_CHILD"
+const ownerChildEnv = "ONCELY_OWNER_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(ownerChildEnv) != "" {

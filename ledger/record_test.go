@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 func TestRecordExpired(t *testing.T) {

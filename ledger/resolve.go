@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/clip"
+	"github.com/oncely/oncely/internal/clip"
 )
 
 // ErrNotResolvable: Resolve refused the record in its current state (done,
@@ -36,7 +36,7 @@ const maxByBytes = 256
 // operatorPrefix marks the owner token of a claim taken by Resolve.
 const operatorPrefix = "operator:"
 
-// Resolution is an operator's verdict on an action whose outcome idemkit
+// Resolution is an operator's verdict on an action whose outcome oncely
 // could not establish, reached by checking the provider by hand.
 type Resolution struct {
 	// Done: the effect exists (state done, with Ref and Summary). Otherwise
@@ -143,7 +143,7 @@ func Resolve(ctx context.Context, s Store, key string, r Resolution, now time.Ti
 }
 
 // ResolvedBy returns who settled the record by hand with Resolve, or ""
-// when idemkit settled it or it is not settled (pending, uncertain). A
+// when oncely settled it or it is not settled (pending, uncertain). A
 // Resolve that found the record changed gives its claim back as it found
 // it; when the record had failed or expired meanwhile, that is a failed
 // record which also names the operator, with a reason that says so.

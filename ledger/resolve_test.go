@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

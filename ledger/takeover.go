@@ -7,7 +7,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/idemkit/idemkit/clock"
+	"github.com/oncely/oncely/clock"
 )
 
 // Takeover returns the parameters of a claim that takes rec over for owner

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 // Walk pages through every uncertain record, oldest first, a page of

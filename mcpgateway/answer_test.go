@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/oncely/oncely/client"
 )
 
 func gatewayWith(tools map[string]*upstreamTool) *Gateway {

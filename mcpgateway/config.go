@@ -13,8 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/errclass"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/errclass"
 )
 
 // ErrConfig is matched by every error about a configuration.
@@ -50,7 +50,7 @@ type Config struct {
 	// Upstream is the MCP server the gateway fronts. Required.
 	Upstream Upstream `json:"upstream"`
 	// Ledger is the URL of the ledger, for the program that opens it
-	// (idem mcp opens it by URL; empty: the embedded SQLite file). New
+	// (oncely mcp opens it by URL; empty: the embedded SQLite file). New
 	// takes the opened ledger.Store and does not read this field.
 	Ledger string `json:"ledger,omitempty"`
 	// Tools are the upstream tools made exactly-once, by name. Every other
@@ -70,7 +70,7 @@ type Config struct {
 	// answered with a JSON-RPC error.
 	CallTimeout Duration `json:"callTimeout,omitzero"`
 	// Name is the gateway's MCP implementation name (default
-	// "idemkit-mcp-gateway").
+	// "oncely-mcp-gateway").
 	Name string `json:"name,omitempty"`
 	// Limits bound one message from a client; a message beyond them is
 	// answered with a JSON-RPC error and the session goes on.
@@ -113,11 +113,11 @@ type Upstream struct {
 // gives a value wins, in this order:
 //
 //  1. the tools/call request's _meta entry named Meta (default
-//     "idemkit/run" for the run id, "idemkit/tenant" for the tenant): for
+//     "oncely/run" for the run id, "oncely/tenant" for the tenant): for
 //     clients whose host program sets it;
-//  2. the HTTP header named Header (default "Idemkit-Run",
-//     "Idemkit-Tenant") on the streamable-HTTP transport;
-//  3. ID, a fixed value from the configuration (flag --run-id of idem
+//  2. the HTTP header named Header (default "Oncely-Run",
+//     "Oncely-Tenant") on the streamable-HTTP transport;
+//  3. ID, a fixed value from the configuration (flag --run-id of oncely
 //     mcp): one run for every call through this gateway;
 //  4. for the run id only, the MCP session: the Mcp-Session-Id of a
 //     streamable-HTTP session, or one id per gateway process on stdio.
@@ -206,7 +206,7 @@ type FieldConfig struct {
 
 // KeyConfig says where the downstream key goes: into the tool's arguments
 // under Argument, or into the request's _meta under Meta. With neither,
-// Meta "idemkit/key" is used: servers ignore _meta entries they do not
+// Meta "oncely/key" is used: servers ignore _meta entries they do not
 // know, so only a server that reads it deduplicates by it.
 type KeyConfig struct {
 	Argument string `json:"argument,omitempty"`

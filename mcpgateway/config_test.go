@@ -18,7 +18,7 @@ func TestParseConfig(t *testing.T) {
 	t.Parallel()
 	c, err := ParseConfig([]byte(`{
 		"upstream": {"command": ["node", "server.js"], "env": {"A": "1"}},
-		"ledger": "sqlite:///var/lib/idem/ledger.db",
+		"ledger": "sqlite:///var/lib/oncely/ledger.db",
 		"run": {"id": "desk", "meta": "example.com/run"},
 		"callTimeout": "90s",
 		"tools": {"t": {"identity": [{"path": "a.0.b", "norm": "integer"}], "validated": [{"path": "c"}],

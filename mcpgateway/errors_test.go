@@ -7,7 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/mcpgateway/internal/mcptest"
+	"github.com/oncely/oncely/mcpgateway/internal/mcptest"
 )
 
 // callOK makes a call that must not fail at the protocol level.
@@ -94,7 +94,7 @@ func TestErrorsBeforeActionMemory(t *testing.T) {
 		tsCall("create_entities", entity("dora"), nil),
 		tsCall("add_observations", bad, nil),
 		tsCall("add_observations", observe("dora", "likes tea"), nil),
-	}}, append([]string{idemBinary(t)}, s.args("--run-id", "memory-errors")...)...)
+	}}, append([]string{oncelyBinary(t)}, s.args("--run-id", "memory-errors")...)...)
 	if r := res[1]; !r.IsError || r.outcome() != "failed" || !strings.Contains(r.text(), "Input validation error") {
 		t.Fatalf("server-memory's validation error: %+v", r)
 	}

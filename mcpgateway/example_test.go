@@ -8,8 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/mcpgateway"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/mcpgateway"
 )
 
 // A gateway in front of an MCP server whose send_email tool sends an email
@@ -23,7 +23,7 @@ func Example() {
 		Text   string `json:"text"`
 	}
 	mcp.AddTool(upstream, &mcp.Tool{Name: "send_email"}, func(ctx context.Context, req *mcp.CallToolRequest, in email) (*mcp.CallToolResult, any, error) {
-		sent++ // the idempotency key is in req.Params.Meta["idemkit/key"]
+		sent++ // the idempotency key is in req.Params.Meta["oncely/key"]
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "email sent on ticket " + in.Ticket}}}, nil, nil
 	})
 	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return upstream }, nil))

@@ -119,11 +119,11 @@ func TestHostileFramesStdio(t *testing.T) {
 
 	s.release(t, "x")
 	first := c.collect("1")["1"][0]
-	if meta := result(first)["_meta"].(map[string]any); meta["idemkit/outcome"] != "executed" {
+	if meta := result(first)["_meta"].(map[string]any); meta["oncely/outcome"] != "executed" {
 		t.Fatalf("the call in flight: %v", first)
 	}
 	c.send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"append_line","arguments":{"ticket":5,"text":"after the storm"}}}`)
-	if m := c.collect("7")["7"][0]; result(m)["isError"] == true || result(m)["_meta"].(map[string]any)["idemkit/outcome"] != "executed" {
+	if m := c.collect("7")["7"][0]; result(m)["isError"] == true || result(m)["_meta"].(map[string]any)["oncely/outcome"] != "executed" {
 		t.Fatalf("a valid call after the malformed frames: %v", m)
 	}
 	if j := journal(t, s.dir); countPrefix(j, "slow x") != 1 || countPrefix(j, "append_line 5 after the storm") != 1 || countPrefix(j, "append_line 1") != 0 {
@@ -167,7 +167,7 @@ func TestDuplicateIDStdio(t *testing.T) {
 	}
 	s.release(t, "d")
 	first := c.collect("a")["a"][0]
-	if result(first)["_meta"].(map[string]any)["idemkit/outcome"] != "executed" {
+	if result(first)["_meta"].(map[string]any)["oncely/outcome"] != "executed" {
 		t.Fatalf("the first request: %v", first)
 	}
 	if j := journal(t, s.dir); countPrefix(j, "append_line") != 0 {

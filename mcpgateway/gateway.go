@@ -1,6 +1,6 @@
 // Package mcpgateway is an MCP server that sits in front of another MCP
 // server and makes the side-effecting tools named in its configuration
-// exactly-once, so that an agent in any language gets idemkit by pointing
+// exactly-once, so that an agent in any language gets oncely by pointing
 // its MCP configuration at the gateway instead of at the server.
 //
 // The gateway spawns its upstream (a command spoken to over stdio) or
@@ -41,7 +41,7 @@
 //     invalid input): a result with isError, the upstream's own content
 //     when it answered, and the executor's text.
 //
-// Each result's _meta carries "idemkit/outcome" and "idemkit/key".
+// Each result's _meta carries "oncely/outcome" and "oncely/key".
 //
 // An error before any action (an error result for arguments that violate
 // the input schema, an SDK's refusal before running the tool, a JSON-RPC
@@ -58,7 +58,7 @@
 // Over stdio, a message that cannot be read is answered with a JSON-RPC
 // error and the session goes on (StdioTransport).
 //
-// The ledger is a ledger.Store opened by the caller: idem mcp opens it by
+// The ledger is a ledger.Store opened by the caller: oncely mcp opens it by
 // URL (Config.Ledger), the embedded SQLite file by default.
 package mcpgateway
 
@@ -85,9 +85,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Options are the settings of a gateway that a configuration file does
@@ -106,10 +106,10 @@ type Options struct {
 	// (default 30 seconds).
 	ConnectTimeout time.Duration
 	// Tool, when set, wraps each configured tool before it is registered
-	// (otelidem's Instruments.Tool traces its runs).
+	// (oncelyotel's Instruments.Tool traces its runs).
 	Tool func(client.Tool) client.Tool
 	// Executor, when set, wraps the executor the calls go through
-	// (otelidem's Instruments.Executor gives each call a span).
+	// (oncelyotel's Instruments.Executor gives each call a span).
 	Executor func(*client.Executor) Executor
 }
 
@@ -163,20 +163,20 @@ func (c *catalog) set(tools map[string]*upstreamTool) {
 
 // The _meta entries and headers the gateway reads and writes.
 const (
-	DefaultRunMeta      = "idemkit/run"
-	DefaultRunHeader    = "Idemkit-Run"
-	DefaultTenantMeta   = "idemkit/tenant"
-	DefaultTenantHeader = "Idemkit-Tenant"
-	DefaultKeyMeta      = "idemkit/key"
+	DefaultRunMeta      = "oncely/run"
+	DefaultRunHeader    = "Oncely-Run"
+	DefaultTenantMeta   = "oncely/tenant"
+	DefaultTenantHeader = "Oncely-Tenant"
+	DefaultKeyMeta      = "oncely/key"
 	// OutcomeMeta and KeyMeta are set in the _meta of every result of a
 	// configured tool: the outcome ("executed", "already done", ...) and
 	// the action key.
-	OutcomeMeta = "idemkit/outcome"
-	KeyMeta     = "idemkit/key"
-	// RunIDEnv is the environment variable from which idem mcp takes the
+	OutcomeMeta = "oncely/outcome"
+	KeyMeta     = "oncely/key"
+	// RunIDEnv is the environment variable from which oncely mcp takes the
 	// run id when --run-id is not given: a host that spawns one gateway per
 	// conversation sets it, so that a restarted gateway is the same run.
-	RunIDEnv = "IDEMKIT_RUN_ID"
+	RunIDEnv = "ONCELY_RUN_ID"
 )
 
 // New validates cfg, starts or connects to the upstream (the gateway
@@ -221,7 +221,7 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 		g.timeout = DefaultCallTimeout
 	}
 	if g.cfg.Name == "" {
-		g.cfg.Name = "idemkit-mcp-gateway"
+		g.cfg.Name = "oncely-mcp-gateway"
 	}
 	for name, tc := range cfg.Tools {
 		t, err := g.register(name, tc)
@@ -246,7 +246,7 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	g.up.setConnected(func() { go g.refresh() })
 	init := sess.InitializeResult()
 	caps := mirror(init.Capabilities)
-	server := mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ServerOptions{
+	server := mcp.NewServer(&mcp.Implementation{Name: g.cfg.Name, Version: oncely.Version}, &mcp.ServerOptions{
 		Instructions: init.Instructions,
 		Capabilities: mirror(init.Capabilities),
 		// The versions the upstream speaks: a client that can speak the
@@ -266,7 +266,7 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 // newClient makes the gateway's client of the upstream, telling it the
 // capabilities caps.
 func (g *Gateway) newClient(caps clientCaps) *mcp.Client {
-	c := mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: idemkit.Version}, &mcp.ClientOptions{
+	c := mcp.NewClient(&mcp.Implementation{Name: g.cfg.Name, Version: oncely.Version}, &mcp.ClientOptions{
 		Capabilities:                caps.options(),
 		ToolListChangedHandler:      func(context.Context, *mcp.ToolListChangedRequest) { go g.toolsChanged() },
 		PromptListChangedHandler:    func(context.Context, *mcp.PromptListChangedRequest) { go g.listChanged(changedPrompts) },
@@ -387,7 +387,7 @@ const (
 // protocol version wants it (on the session, or on the subscriptions
 // stream it opened). The placeholder is never listed or called, as every
 // list and call goes to the upstream.
-const changeMarker = "idemkit-gateway-list-changed"
+const changeMarker = "oncely-gateway-list-changed"
 
 // toolsChanged lists the upstream's tools again after it said they
 // changed, so that calls are checked and converted against the new input
@@ -445,7 +445,7 @@ func markerResource(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourc
 // configured tool calls still running to be recorded.
 func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
 	if g.cfg.Run.ID == "" {
-		g.log.Warn("mcpgateway: no run id is configured: this process is one run, and a new process (a restart of the gateway) is another, in which the calls of the last one are done again; set one (idem mcp --run-id or " + RunIDEnv + "), or have the client send the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta))
+		g.log.Warn("mcpgateway: no run id is configured: this process is one run, and a new process (a restart of the gateway) is another, in which the calls of the last one are done again; set one (oncely mcp --run-id or " + RunIDEnv + "), or have the client send the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta))
 	}
 	err := g.server.Run(ctx, t)
 	g.inflight.Wait()

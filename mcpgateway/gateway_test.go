@@ -14,9 +14,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/mcpgateway"
-	"github.com/idemkit/idemkit/mcpgateway/internal/mcptest"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/mcpgateway"
+	"github.com/oncely/oncely/mcpgateway/internal/mcptest"
 )
 
 // The same add_observations twice, and again through a new gateway on the

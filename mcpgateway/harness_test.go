@@ -17,8 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/internal/tooling"
-	"github.com/idemkit/idemkit/mcpgateway/internal/mcptest"
+	"github.com/oncely/oncely/internal/tooling"
+	"github.com/oncely/oncely/mcpgateway/internal/mcptest"
 )
 
 func TestMain(m *testing.M) {
@@ -26,13 +26,13 @@ func TestMain(m *testing.M) {
 		os.Exit(upstreamMain(dir))
 	}
 	code := m.Run()
-	if idemBin.dir != "" {
-		_ = os.RemoveAll(idemBin.dir)
+	if oncelyBin.dir != "" {
+		_ = os.RemoveAll(oncelyBin.dir)
 	}
 	os.Exit(code)
 }
 
-var idemBin struct {
+var oncelyBin struct {
 	once sync.Once
 	path string
 	err  error
@@ -40,28 +40,28 @@ var idemBin struct {
 	dir  string
 }
 
-// idemBinary builds the idem command once per test binary: the tests
-// drive "idem mcp" as a client spawns it.
-func idemBinary(t *testing.T) string {
+// oncelyBinary builds the oncely command once per test binary: the tests
+// drive "oncely mcp" as a client spawns it.
+func oncelyBinary(t *testing.T) string {
 	t.Helper()
-	idemBin.once.Do(func() {
+	oncelyBin.once.Do(func() {
 		root, err := tooling.RepoRoot()
 		if err != nil {
-			idemBin.err = err
+			oncelyBin.err = err
 			return
 		}
-		if idemBin.dir, idemBin.err = os.MkdirTemp("", "idemkit-idem-"); idemBin.err != nil {
+		if oncelyBin.dir, oncelyBin.err = os.MkdirTemp("", "oncely-oncely-"); oncelyBin.err != nil {
 			return
 		}
-		idemBin.path = filepath.Join(idemBin.dir, "idem")
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", idemBin.path, "./cmd/idem")
+		oncelyBin.path = filepath.Join(oncelyBin.dir, "oncely")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", oncelyBin.path, "./cmd/oncely")
 		cmd.Dir = root
-		idemBin.out, idemBin.err = cmd.CombinedOutput()
+		oncelyBin.out, oncelyBin.err = cmd.CombinedOutput()
 	})
-	if idemBin.err != nil {
-		t.Fatalf("building idem: %v\n%s", idemBin.err, idemBin.out)
+	if oncelyBin.err != nil {
+		t.Fatalf("building oncely: %v\n%s", oncelyBin.err, oncelyBin.out)
 	}
-	return idemBin.path
+	return oncelyBin.path
 }
 
 // setup is one gateway configuration over the purpose-built upstream
@@ -111,17 +111,17 @@ func (s *setup) write(t *testing.T, cfg map[string]any) *setup {
 	return s
 }
 
-// args are the arguments of idem that serve this setup over stdio.
+// args are the arguments of oncely that serve this setup over stdio.
 func (s *setup) args(extra ...string) []string {
 	return append([]string{"mcp", "--config", s.config, "--ledger", s.ledger}, extra...)
 }
 
-// env is the environment idem runs in: PATH and HOME, plus extra.
+// env is the environment oncely runs in: PATH and HOME, plus extra.
 func env(t *testing.T, extra ...string) []string {
 	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, extra...)
 }
 
-// stdio spawns idem mcp for this setup and connects a go-sdk client to it
+// stdio spawns oncely mcp for this setup and connects a go-sdk client to it
 // over stdio; the session ends with the test.
 func (s *setup) stdio(t *testing.T, opts *mcp.ClientOptions, environ []string, extra ...string) *mcp.ClientSession {
 	t.Helper()
@@ -129,10 +129,10 @@ func (s *setup) stdio(t *testing.T, opts *mcp.ClientOptions, environ []string, e
 	return cs
 }
 
-// stdioLog is stdio, with what idem mcp writes on stderr.
+// stdioLog is stdio, with what oncely mcp writes on stderr.
 func (s *setup) stdioLog(t *testing.T, opts *mcp.ClientOptions, environ []string, extra ...string) (*mcp.ClientSession, *tooling.Buffer) {
 	t.Helper()
-	cmd := exec.Command(idemBinary(t), s.args(extra...)...)
+	cmd := exec.Command(oncelyBinary(t), s.args(extra...)...)
 	cmd.Env = environ
 	if cmd.Env == nil {
 		cmd.Env = env(t)
@@ -142,17 +142,17 @@ func (s *setup) stdioLog(t *testing.T, opts *mcp.ClientOptions, environ []string
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test-client", Version: "1"}, opts).
 		Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
-		t.Fatalf("connecting to idem mcp: %v\n%s", err, stderr)
+		t.Fatalf("connecting to oncely mcp: %v\n%s", err, stderr)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs, stderr
 }
 
-// http starts idem mcp --http on a loopback port for this setup and
+// http starts oncely mcp --http on a loopback port for this setup and
 // returns its URL; the process ends with the test.
 func (s *setup) http(t *testing.T, environ []string, extra ...string) string {
 	t.Helper()
-	cmd := exec.Command(idemBinary(t), s.args(append([]string{"--http", "127.0.0.1:0"}, extra...)...)...)
+	cmd := exec.Command(oncelyBinary(t), s.args(append([]string{"--http", "127.0.0.1:0"}, extra...)...)...)
 	cmd.Env = environ
 	if cmd.Env == nil {
 		cmd.Env = env(t)
@@ -167,7 +167,7 @@ func (s *setup) http(t *testing.T, environ []string, extra ...string) string {
 		_ = cmd.Wait()
 	})
 	var url string
-	waitFor(t, "idem mcp to listen", func() bool {
+	waitFor(t, "oncely mcp to listen", func() bool {
 		_, rest, ok := strings.Cut(stderr.String(), "serving streamable HTTP on ")
 		if ok {
 			url, _, ok = strings.Cut(rest, " ")
@@ -192,7 +192,7 @@ type tsResult struct {
 	Progress []map[string]any `json:"progress"`
 }
 
-func (r tsResult) outcome() string { s, _ := r.Meta["idemkit/outcome"].(string); return s }
+func (r tsResult) outcome() string { s, _ := r.Meta["oncely/outcome"].(string); return s }
 
 func (r tsResult) text() string {
 	var b strings.Builder
@@ -269,7 +269,7 @@ func tsCall(name string, args map[string]any, meta map[string]any) map[string]an
 	return map[string]any{"name": name, "arguments": args, "_meta": meta}
 }
 
-// rawClient speaks newline-delimited JSON-RPC to an idem mcp process
+// rawClient speaks newline-delimited JSON-RPC to an oncely mcp process
 // directly, as a hostile client would.
 type rawClient struct {
 	t      *testing.T
@@ -280,10 +280,10 @@ type rawClient struct {
 	lines  chan []byte
 }
 
-// raw spawns idem mcp for this setup with raw pipes.
+// raw spawns oncely mcp for this setup with raw pipes.
 func (s *setup) raw(t *testing.T, environ []string, extra ...string) *rawClient {
 	t.Helper()
-	cmd := exec.Command(idemBinary(t), s.args(extra...)...)
+	cmd := exec.Command(oncelyBinary(t), s.args(extra...)...)
 	cmd.Env = environ
 	if cmd.Env == nil {
 		cmd.Env = env(t)

@@ -12,10 +12,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/mcpgateway"
-	"github.com/idemkit/idemkit/mcpgateway/internal/mcptest"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
+	"github.com/oncely/oncely/mcpgateway"
+	"github.com/oncely/oncely/mcpgateway/internal/mcptest"
 )
 
 // memoryConfig fronts server-memory (its graph in file) and makes
@@ -65,7 +65,7 @@ func startGateway(t *testing.T, store ledger.Store, cfg *mcpgateway.Config) (*mc
 // connect opens a go-sdk client session to an HTTP endpoint.
 func connect(t *testing.T, url string) *mcp.ClientSession {
 	t.Helper()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "idemkit-test", Version: "1"}, nil).
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "oncely-test", Version: "1"}, nil).
 		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
 	if err != nil {
 		t.Fatal(err)

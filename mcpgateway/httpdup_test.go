@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/mcpgateway"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/mcpgateway"
 )
 
 // post sends one JSON-RPC message in a session and returns the session

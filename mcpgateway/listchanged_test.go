@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // The upstream's list-changed notifications (tools, prompts, resources)
@@ -35,7 +35,7 @@ func TestListChangedRelayed(t *testing.T) {
 					map[string]any{"path": "account", "norm": "integer"}, map[string]any{"path": "amount", "norm": "decimal"}}},
 			}, nil)
 			var tools, prompts, resources atomic.Int64
-			cmd := exec.Command(idemBinary(t), s.args("--run-id", "changed")...)
+			cmd := exec.Command(oncelyBinary(t), s.args("--run-id", "changed")...)
 			cmd.Env = env(t)
 			stderr := &tooling.Buffer{Max: 1 << 20}
 			cmd.Stderr = stderr

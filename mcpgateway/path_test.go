@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/oncely/oncely/client"
 )
 
 // TestPathsAgreeWithClient: the gateway derives a key from its projection

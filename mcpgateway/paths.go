@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemkit/idemkit/client"
+	"github.com/oncely/oncely/client"
 )
 
 // segment is one step of a field path: an object member, an array index,

@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // The upstream's request for the client's model (sampling) reaches the
@@ -32,7 +32,7 @@ func TestSamplingAcrossProtocols(t *testing.T) {
 		t.Run("protocol="+name, func(t *testing.T) {
 			t.Parallel()
 			s := newSetup(t, nil, nil)
-			cmd := exec.Command(idemBinary(t), s.args("--run-id", "sampling")...)
+			cmd := exec.Command(oncelyBinary(t), s.args("--run-id", "sampling")...)
 			cmd.Env = env(t)
 			stderr := &tooling.Buffer{Max: 1 << 20}
 			cmd.Stderr = stderr
@@ -67,7 +67,7 @@ func TestSamplingAcrossProtocols(t *testing.T) {
 // the client speaks another protocol version than the gateway's first
 // session with the upstream (2026-07-28): a raw client on 2025-06-18 and
 // on 2025-11-25 lists tools, prompts and resources, gets a prompt and
-// reads a resource through idem mcp and directly, and the results are the
+// reads a resource through oncely mcp and directly, and the results are the
 // same, field by field. Before, the gateway passed the upstream's own JSON
 // only when both sides spoke the same version, and otherwise re-encoded
 // the go-sdk's typed form (adding, for one, the cache fields of 2026-07-28).

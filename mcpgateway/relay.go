@@ -248,7 +248,7 @@ func (r *rawResult) MarshalJSON() ([]byte, error) { return r.raw, nil }
 // the RequestExtra of the request: the stdio transport sets it, and
 // Handler sets it from the body of a POST (having removed any the client
 // sent). It is no HTTP header the gateway sends anywhere.
-const rawParamsHeader = "Idemkit-Gateway-Raw-Params"
+const rawParamsHeader = "Oncely-Gateway-Raw-Params"
 
 // rawParams returns a request's params as the client sent them, or nil.
 func rawParams(req mcp.Request) json.RawMessage {
@@ -339,7 +339,7 @@ type progressRoute struct {
 // route gives a request's progress token a gateway token; the function
 // it returns ends the route.
 func (p *progress) route(ctx context.Context, ss *mcp.ServerSession, token any) (string, func()) {
-	t := "idemkit-progress-" + strconv.FormatInt(p.next.Add(1), 10)
+	t := "oncely-progress-" + strconv.FormatInt(p.next.Add(1), 10)
 	p.mu.Lock()
 	if p.routes == nil {
 		p.routes = map[string]*progressRoute{}

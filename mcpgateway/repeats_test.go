@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // Two identical calls at once do one effect, and the one that
@@ -20,7 +20,7 @@ func TestMergedDuplicates(t *testing.T) {
 	s := slowConfig(t, nil)
 	call := tsCall("slow", map[string]any{"id": "m"}, nil)
 	wait := startTS(t, map[string]any{"steps": []any{map[string]any{"parallel": []any{call, call}}}},
-		append([]string{idemBinary(t)}, s.args("--run-id", "merge")...)...)
+		append([]string{oncelyBinary(t)}, s.args("--run-id", "merge")...)...)
 	waitFor(t, "the first call to reach the upstream", func() bool { return countPrefix(journal(t, s.dir), "slow-start m") == 1 })
 	s.release(t, "m")
 	res := decodeTS(t, wait())
@@ -52,7 +52,7 @@ func TestOutputSchemaRepeats(t *testing.T) {
 	s := newSetup(t, map[string]any{
 		"create_ticket": map[string]any{"identity": []any{map[string]any{"path": "subject", "norm": "trimmed"}}},
 	}, nil)
-	gateway := append([]string{idemBinary(t)}, s.args("--run-id", "tickets")...)
+	gateway := append([]string{oncelyBinary(t)}, s.args("--run-id", "tickets")...)
 	res := runTSCalls(t, map[string]any{"steps": []any{
 		tsCall("create_ticket", map[string]any{"subject": "printer on fire"}, nil),
 		tsCall("create_ticket", map[string]any{"subject": "printer on fire ", "body": "again"}, nil),
@@ -86,7 +86,7 @@ func TestOutputSchemaRepeats(t *testing.T) {
 
 	// An operator settles the uncertain ticket as done: its result was
 	// never kept.
-	key, _ := lost.Meta["idemkit/key"].(string)
+	key, _ := lost.Meta["oncely/key"].(string)
 	store, err := ledgersqlite.Open(context.Background(), filepath.Join(s.dir, "ledger.db"), nil)
 	if err != nil {
 		t.Fatal(err)

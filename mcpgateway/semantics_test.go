@@ -13,11 +13,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/mcpgateway"
-	"github.com/idemkit/idemkit/otelidem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/mcpgateway"
+	"github.com/oncely/oncely/telemetry/oncelyotel"
 )
 
 // recorder is a go-sdk MCP server on loopback whose "act" tool records
@@ -38,11 +38,11 @@ func newRecorder(t *testing.T) *recorder {
 	r := &recorder{hold: make(chan struct{})}
 	s := mcp.NewServer(&mcp.Implementation{Name: "recorder", Version: "1"}, nil)
 	type in struct {
-		ID    string `json:"id"`
-		Size  int    `json:"size,omitempty"`
-		Fail  bool   `json:"fail,omitempty"`
-		Block bool   `json:"block,omitempty"`
-		IdemK string `json:"idempotencyKey,omitempty"`
+		ID      string `json:"id"`
+		Size    int    `json:"size,omitempty"`
+		Fail    bool   `json:"fail,omitempty"`
+		Block   bool   `json:"block,omitempty"`
+		OncelyK string `json:"idempotencyKey,omitempty"`
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "act"}, func(ctx context.Context, req *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
 		r.mu.Lock()
@@ -279,7 +279,7 @@ func TestUpstreamTimeout(t *testing.T) {
 	}
 }
 
-// The gateway's tools and calls can be instrumented: with otelidem, each
+// The gateway's tools and calls can be instrumented: with oncelyotel, each
 // call of a configured tool is a span with the tool run inside.
 func TestInstrumented(t *testing.T) {
 	t.Parallel()
@@ -288,7 +288,7 @@ func TestInstrumented(t *testing.T) {
 	cfg.Run.ID = "r"
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	in, err := otelidem.New(&otelidem.Config{TracerProvider: tp})
+	in, err := oncelyotel.New(&oncelyotel.Config{TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +308,7 @@ func TestInstrumented(t *testing.T) {
 	for _, s := range spans.Ended() {
 		names[s.Name()]++
 	}
-	if names["idemkit.execute"] != 2 || names["idemkit.tool.run"] != 1 || names["idemkit.claim"] != 2 {
+	if names["oncely.execute"] != 2 || names["oncely.tool.run"] != 1 || names["oncely.claim"] != 2 {
 		t.Fatalf("spans: %v", names)
 	}
 }

@@ -11,18 +11,18 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/mcpgateway/internal/mcptest"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
+	"github.com/oncely/oncely/mcpgateway/internal/mcptest"
 )
 
-// start runs idem mcp for the setup with nothing on its standard input
+// start runs oncely mcp for the setup with nothing on its standard input
 // and returns its exit code and standard error.
 func (s *setup) start(t *testing.T, extra ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, idemBinary(t), s.args(extra...)...)
+	cmd := exec.CommandContext(ctx, oncelyBinary(t), s.args(extra...)...)
 	cmd.Env = env(t)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -139,7 +139,7 @@ func TestEveryElement(t *testing.T) {
 }
 
 // A passthrough call is bounded by callTimeout (before, it had
-// none), and idem mcp --lease sets the claim's lease (before, it could
+// none), and oncely mcp --lease sets the claim's lease (before, it could
 // not be set).
 func TestPassthroughTimeoutAndLease(t *testing.T) {
 	t.Parallel()

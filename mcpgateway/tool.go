@@ -16,8 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/errclass"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/errclass"
 )
 
 // field is a configured identity or validated field.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/idemkit/idemkit/mcpgateway/internal/mcptest"
+	"github.com/oncely/oncely/mcpgateway/internal/mcptest"
 )
 
 // sameJSON compares two JSON values field by field, reporting every path
@@ -78,7 +78,7 @@ func describe(v any) string {
 // Everything the gateway does not guard is as the upstream sent
 // it. The TypeScript client lists server-everything's and server-memory's
 // tools, prompts, resources and templates, and completes a prompt
-// argument, directly and through idem mcp: the raw results are the same,
+// argument, directly and through oncely mcp: the raw results are the same,
 // field by field (before: execution.taskSupport dropped, default
 // annotation hints re-encoded, ttlMs and cacheScope added, a prompt
 // argument's required: false and a completion's hasMore: false dropped).
@@ -106,7 +106,7 @@ func TestTransparencyEverything(t *testing.T) {
 	go func() { defer wg.Done(); direct = runTS(t, plan, cmd...) }()
 	go func() {
 		defer wg.Done()
-		via = runTS(t, plan, append([]string{idemBinary(t)}, s.args("--run-id", "transparent")...)...)
+		via = runTS(t, plan, append([]string{oncelyBinary(t)}, s.args("--run-id", "transparent")...)...)
 	}()
 	url := s.http(t, nil, "--run-id", "transparent")
 	go func() { defer wg.Done(); viaHTTP = runTS(t, plan, "--url", url) }()
@@ -163,7 +163,7 @@ func TestTransparencyMemory(t *testing.T) {
 		map[string]any{"list": "tools"}, map[string]any{"list": "prompts"}, map[string]any{"list": "resources"}, map[string]any{"list": "resourceTemplates"},
 	}}
 	direct := runTS(t, plan, cmd...)
-	via := runTS(t, plan, append([]string{idemBinary(t)}, s.args("--run-id", "transparent")...)...)
+	via := runTS(t, plan, append([]string{oncelyBinary(t)}, s.args("--run-id", "transparent")...)...)
 	for i, what := range []string{"tools/list", "prompts/list", "resources/list", "resources/templates/list"} {
 		sameJSON(t, what, direct[i], via[i])
 	}

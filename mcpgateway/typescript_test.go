@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// A real TypeScript MCP client (@modelcontextprotocol/sdk) spawns idem mcp
+// A real TypeScript MCP client (@modelcontextprotocol/sdk) spawns oncely mcp
 // over stdio and calls add_observations twice, then a second client
 // process (a new gateway process) calls it again: one upstream effect,
 // and the repeats replay the first result.
@@ -21,8 +21,8 @@ func TestTypeScriptClient(t *testing.T) {
 	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	gateway := []string{idemBinary(t), "mcp", "--config", cfgFile, "--ledger", "sqlite://" + db}
-	meta := map[string]any{"idemkit/run": "ts-run"}
+	gateway := []string{oncelyBinary(t), "mcp", "--config", cfgFile, "--ledger", "sqlite://" + db}
+	meta := map[string]any{"oncely/run": "ts-run"}
 	add := tsCall("add_observations", observe("carol", "ordered the wrong size"), meta)
 	res := runTSCalls(t, map[string]any{"steps": []any{tsCall("create_entities", entity("carol"), nil), add, add}}, gateway...)
 	first, again := res[1], res[2]

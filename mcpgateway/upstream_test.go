@@ -18,7 +18,7 @@ import (
 // envUpstream makes the test binary the purpose-built upstream: a go-sdk
 // MCP server on stdio whose tools write each effect as one line to the
 // journal in the directory the variable names, which the tests read.
-const envUpstream = "IDEMKIT_TEST_UPSTREAM"
+const envUpstream = "ONCELY_TEST_UPSTREAM"
 
 // journalMu orders the upstream's journal lines.
 var journalMu sync.Mutex

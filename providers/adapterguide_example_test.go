@@ -10,10 +10,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // --- The adapter (the README's "Writing an adapter" quotes from here to
@@ -130,7 +130,7 @@ func notesTool(notes *Notes, rcfg *reconcile.Config) client.Tool {
 
 // Writing an adapter: a notes API without idempotency, its key as a tag,
 // a lag-aware lookup. The fake it runs against is in
-// adapterguide_test.go, with the failure cases of idemtest.
+// adapterguide_test.go, with the failure cases of oncelytest.
 func Example_writingAnAdapter() {
 	fake := newNotesFake(nil, 0)
 	defer fake.Close()

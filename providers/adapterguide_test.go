@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/idemtest"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/oncelytest"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // notesFake is a fake of one's own for the Notes adapter: an http.Handler
@@ -77,12 +77,12 @@ func newNotesFake(clk clock.Clock, lag time.Duration) *notesFake {
 	return f
 }
 
-// The failure cases of idemtest against the Notes adapter and its fake:
+// The failure cases of oncelytest against the Notes adapter and its fake:
 // a search lagging 2 s behind (the adapter declares 10 s), on the clock
 // the cases move; the reconciler's waits advance it.
 func TestNotesAdapterFailureCases(t *testing.T) {
 	t.Parallel()
-	idemtest.FailureCases(t, func(t *testing.T, clk clock.Clock) idemtest.Harness {
+	oncelytest.FailureCases(t, func(t *testing.T, clk clock.Clock) oncelytest.Harness {
 		fake := newNotesFake(clk, 2*time.Second)
 		t.Cleanup(fake.Close)
 		fc := clk.(*clock.Fake)
@@ -90,7 +90,7 @@ func TestNotesAdapterFailureCases(t *testing.T) {
 			fc.Advance(d)
 			return ctx.Err()
 		}}
-		return idemtest.Harness{
+		return oncelytest.Harness{
 			Store:   ledgermem.New(&ledgermem.Config{Clock: clk}),
 			Tool:    notesTool(NewNotes(fake.URL, nil), rcfg),
 			Input:   json.RawMessage(`{"ticket": 42, "text": "Refund issued."}`),

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemkit/idemkit/errclass"
+	"github.com/oncely/oncely/errclass"
 )
 
 // thing is an answer type with a shape check.

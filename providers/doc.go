@@ -1,4 +1,4 @@
-// Package providers is the HTTP layer idemkit's provider adapters share, and
+// Package providers is the HTTP layer oncely's provider adapters share, and
 // the small contract (Adapter, Capabilities) through which the reconcile
 // policy asks a provider whether an effect exists.
 //

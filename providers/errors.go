@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/errclass"
+	"github.com/oncely/oncely/errclass"
 )
 
 // Sentinel errors, found in a ProviderError's chain with errors.Is.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
 )
 
 func TestParseErrorBody(t *testing.T) {

@@ -10,9 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/providers"
 )
 
 // A keyed POST survives a 500: the retry carries the same Idempotency-Key,

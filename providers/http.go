@@ -18,8 +18,8 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/clock"
+	"github.com/oncely/oncely"
+	"github.com/oncely/oncely/clock"
 )
 
 // Defaults of Config.
@@ -92,7 +92,7 @@ type Request struct {
 	// Query is encoded into the URL.
 	Query url.Values
 	// Header is sent as given (authorization, versions). Without a
-	// User-Agent of the caller's, idemkit.UserAgent is sent.
+	// User-Agent of the caller's, oncely.UserAgent is sent.
 	Header http.Header
 	// Body and its ContentType; nil for none.
 	Body        []byte
@@ -274,7 +274,7 @@ func (c *Client) Do(ctx context.Context, r *Request, out any) (*Response, error)
 		req.Header.Set("Accept", "application/json")
 	}
 	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", idemkit.UserAgent)
+		req.Header.Set("User-Agent", oncely.UserAgent)
 	}
 	if r.KeyHeader != "" && r.Key != "" {
 		req.Header.Set(r.KeyHeader, r.Key)

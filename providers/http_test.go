@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
+	"github.com/oncely/oncely"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
 )
 
 // testConfig: short backoff, so that no test waits long, and a timeout
@@ -605,7 +605,7 @@ func TestConcurrentCallsKeepTheirOwnState(t *testing.T) {
 	}
 }
 
-// Every request names idemkit in its User-Agent, so a provider's logs tell
+// Every request names oncely in its User-Agent, so a provider's logs tell
 // its requests apart, unless the caller set one of its own.
 func TestUserAgent(t *testing.T) {
 	t.Parallel()
@@ -623,8 +623,8 @@ func TestUserAgent(t *testing.T) {
 		req  *Request
 		want string
 	}{
-		{&Request{Method: http.MethodGet, Path: "/v1/things"}, idemkit.UserAgent},
-		{post(ReplayKeyed), idemkit.UserAgent},
+		{&Request{Method: http.MethodGet, Path: "/v1/things"}, oncely.UserAgent},
+		{post(ReplayKeyed), oncely.UserAgent},
 		{&Request{Method: http.MethodGet, Path: "/v1/things", Header: http.Header{"User-Agent": {"my-agent/1.0"}}}, "my-agent/1.0"},
 	} {
 		if _, err := c.Do(context.Background(), tc.req, nil); err != nil {
@@ -642,7 +642,7 @@ func TestUserAgent(t *testing.T) {
 		agents = nil
 		mu.Unlock()
 	}
-	if !strings.HasPrefix(idemkit.UserAgent, "idemkit/") || idemkit.UserAgent == "idemkit/" {
-		t.Fatalf("UserAgent = %q, want idemkit/<version>", idemkit.UserAgent)
+	if !strings.HasPrefix(oncely.UserAgent, "oncely/") || oncely.UserAgent == "oncely/" {
+		t.Fatalf("UserAgent = %q, want oncely/<version>", oncely.UserAgent)
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // A mail-like provider: a reference search that lags behind sends, no

@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // mailbox is a toy mail provider with no idempotency, whose messages can

@@ -14,7 +14,7 @@ import (
 // the next one at once. A non-positive interval is an error.
 //
 // Run is what a sidecar or cron-like process runs next to the executors
-// (idem reconcile --watch); a scheduled function calls Sweep once per
+// (oncely reconcile --watch); a scheduled function calls Sweep once per
 // invocation instead.
 func (s *Sweeper) Run(ctx context.Context, interval time.Duration, report func(Report, error)) error {
 	if interval <= 0 {

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // failingList makes every listing fail, so each sweep reports an error.

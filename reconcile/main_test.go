@@ -4,9 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
 )
 
 // TestMain runs the tests with a PostgreSQL server (pgtest), a Redis

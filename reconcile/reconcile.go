@@ -8,10 +8,10 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/providers"
 )
 
 // Defaults of Config.

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/reconcile"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)

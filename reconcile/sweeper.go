@@ -11,11 +11,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/internal/clip"
-	"github.com/idemkit/idemkit/internal/counters"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/internal/clip"
+	"github.com/oncely/oncely/internal/counters"
+	"github.com/oncely/oncely/ledger"
 )
 
 // SweeperConfig tunes a Sweeper. A nil *SweeperConfig, or a zero field,
@@ -385,7 +385,7 @@ func (s *Sweeper) settle(ctx context.Context, key, owner string, f ledger.Failur
 // CursorTool is the tool name of the record in which a sweeper keeps its
 // position (see CursorKey). Sweepers leave such records out of what they
 // examine.
-const CursorTool = "idemkit/sweeper"
+const CursorTool = "oncely/sweeper"
 
 // CursorKey returns the key of the record in which the sweepers of run
 // (empty: of the whole ledger) keep the position their next sweep starts

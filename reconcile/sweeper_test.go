@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // shop is a provider on a fake clock holding effects by downstream key.

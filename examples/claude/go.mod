@@ -1,14 +1,12 @@
-module github.com/idemkit/idemkit/examples/claude
+module github.com/oncely/oncely/examples/claude
 
 go 1.26.0
 
-require github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
-
-replace github.com/idemkit/idemkit => ../..
+require github.com/oncely/oncely v0.2.0
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
-	github.com/idemkit/idemkit/agent/claude v0.0.0-00010101000000-000000000000
+	github.com/oncely/oncely/agent/oncelyclaude v0.2.0
 )
 
 require (
@@ -48,5 +46,3 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace github.com/idemkit/idemkit/agent/claude => ../../agent/claude

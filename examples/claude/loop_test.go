@@ -11,10 +11,10 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/idemkit/idemkit/agent/claude"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/agent/oncelyclaude"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 func newWorld(t *testing.T) *World {
@@ -47,16 +47,16 @@ func (w *World) refunds() []fakes.Effect {
 
 // run drives the loop against the stand-in with the SDK's retries set,
 // and logs the transcript.
-func (w *World) run(t *testing.T, api *ScriptedAPI, retries int, msgs []anthropic.MessageParam) (claude.Conversation, []claude.Turn, error) {
+func (w *World) run(t *testing.T, api *ScriptedAPI, retries int, msgs []anthropic.MessageParam) (oncelyclaude.Conversation, []oncelyclaude.Turn, error) {
 	t.Helper()
 	c := anthropic.NewClient(option.WithBaseURL(api.URL), option.WithAPIKey("sk-ant-test"), option.WithMaxRetries(retries))
 	params := Params(w.Tools, "Order ord_1001 arrived broken: refund it.")
 	if msgs != nil {
 		params.Messages = msgs
 	}
-	var turns []claude.Turn
-	conv, err := claude.Run(context.Background(), &c.Messages, w.Exec, "run-1", params, &claude.Config{
-		OnTurn: func(_ context.Context, tn claude.Turn) error {
+	var turns []oncelyclaude.Turn
+	conv, err := oncelyclaude.Run(context.Background(), &c.Messages, w.Exec, "run-1", params, &oncelyclaude.Config{
+		OnTurn: func(_ context.Context, tn oncelyclaude.Turn) error {
 			if tn.Err != nil {
 				t.Errorf("turn %d: executor error: %v", tn.N, tn.Err)
 			}

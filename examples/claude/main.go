@@ -1,5 +1,5 @@
 // Command claude is a complete Claude tool loop whose three side-effecting
-// tools run through idemkit: send_reply sends an email (an API with no
+// tools run through oncely: send_reply sends an email (an API with no
 // idempotency), refund_order refunds a Stripe payment, and publish_post
 // publishes a post on an API that honours the IETF Idempotency-Key header.
 // However the model repeats a call — with a new tool_use id, a rephrased
@@ -33,13 +33,13 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
-	"github.com/idemkit/idemkit/agent/claude"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/keyheaderfake"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/agent/oncelyclaude"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/keyheaderfake"
+	"github.com/oncely/oncely/fakes/mailfake"
+	"github.com/oncely/oncely/fakes/stripefake"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // DefaultPrompt is the user's message when none is given.
@@ -63,7 +63,7 @@ func run(ctx context.Context, out io.Writer, offline bool, prompt string) error 
 	if prompt == "" {
 		prompt = DefaultPrompt
 	}
-	dir, err := os.MkdirTemp("", "idemkit-claude-example")
+	dir, err := os.MkdirTemp("", "oncely-claude-example")
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func NewWorld(ctx context.Context, ledgerPath string) (*World, error) {
 	}
 	if err == nil {
 		w.Exec = client.New(w.store, nil)
-		w.Tools, err = claude.Register(w.Exec, shop.Tools()...)
+		w.Tools, err = oncelyclaude.Register(w.Exec, shop.Tools()...)
 	}
 	if err != nil {
 		w.Close()
@@ -150,10 +150,10 @@ func (w *World) Effects() Effects {
 
 // Converse runs the conversation that prompt starts, on api under one run
 // id, and writes its transcript to out.
-func (w *World) Converse(ctx context.Context, out io.Writer, api claude.Messages, prompt string) error {
+func (w *World) Converse(ctx context.Context, out io.Writer, api oncelyclaude.Messages, prompt string) error {
 	fmt.Fprintf(out, "user: %s\n", prompt)
-	_, err := claude.Run(ctx, api, w.Exec, "claude-example-run", Params(w.Tools, prompt), &claude.Config{
-		OnTurn: func(_ context.Context, t claude.Turn) error {
+	_, err := oncelyclaude.Run(ctx, api, w.Exec, "claude-example-run", Params(w.Tools, prompt), &oncelyclaude.Config{
+		OnTurn: func(_ context.Context, t oncelyclaude.Turn) error {
 			printTurn(out, t)
 			return nil
 		},
@@ -163,7 +163,7 @@ func (w *World) Converse(ctx context.Context, out io.Writer, api claude.Messages
 
 // printTurn writes one turn of a transcript: the model's text, then each
 // tool call with its input and the tool_result text the model was told.
-func printTurn(out io.Writer, t claude.Turn) {
+func printTurn(out io.Writer, t oncelyclaude.Turn) {
 	for _, b := range t.Message.Content {
 		if b.Type == "text" {
 			fmt.Fprintf(out, "claude (turn %d): %s\n", t.N, b.Text)
@@ -178,7 +178,7 @@ func printTurn(out io.Writer, t claude.Turn) {
 		fmt.Fprintf(out, "    %s: %s\n", told, c.Result.Text)
 	}
 	if t.Err != nil {
-		fmt.Fprintf(out, "  idemkit could not guard some calls: %v\n", t.Err)
+		fmt.Fprintf(out, "  oncely could not guard some calls: %v\n", t.Err)
 	}
 }
 

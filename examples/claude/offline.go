@@ -10,7 +10,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 // OfflineScript is the model's side of the offline conversation. It

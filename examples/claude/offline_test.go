@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 // The offline mode, as `go run ./examples/claude` runs it without a key:

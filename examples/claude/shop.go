@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemkit/idemkit/agent/claude"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/providers/keyheader"
-	"github.com/idemkit/idemkit/providers/mail"
-	"github.com/idemkit/idemkit/providers/stripe"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/agent/oncelyclaude"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/providers/keyheader"
+	"github.com/oncely/oncely/providers/mail"
+	"github.com/oncely/oncely/providers/stripe"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // Shop holds the providers the tools act on.
@@ -52,9 +52,9 @@ func NewShop(ctx context.Context, mailURL, stripeURL, postsURL string) (*Shop, e
 var ErrUnknownOrder = errors.New("shop: unknown order")
 
 // Tools returns the shop's three tools with their declarations.
-func (s *Shop) Tools() []claude.Tool {
+func (s *Shop) Tools() []oncelyclaude.Tool {
 	str := func(desc string) map[string]any { return map[string]any{"type": "string", "description": desc} }
-	return []claude.Tool{{
+	return []oncelyclaude.Tool{{
 		Tool: client.Tool{
 			Name:       "send_reply",
 			Identity:   []client.Field{{Path: "ticketId", Norm: client.String}},

@@ -1,11 +1,11 @@
-module github.com/idemkit/idemkit/examples/dbos
+module github.com/oncely/oncely/examples/dbos
 
 go 1.26.0
 
 require (
 	github.com/dbos-inc/dbos-transact-golang v1.9.0
-	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idemkit/dbosidem v0.0.0-00010101000000-000000000000
+	github.com/oncely/oncely v0.2.0
+	github.com/oncely/oncely/workflow/oncelydbos v0.2.0
 )
 
 require (
@@ -36,7 +36,3 @@ require (
 	modernc.org/memory v1.13.0 // indirect
 	modernc.org/sqlite v1.62.0 // indirect
 )
-
-replace github.com/idemkit/idemkit => ../..
-
-replace github.com/idemkit/idemkit/dbosidem => ../../dbosidem

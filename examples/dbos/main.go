@@ -1,15 +1,15 @@
 // Command dbos runs a DBOS workflow whose step sends an email receipt,
-// made once per order and workflow with idemkit, offline: the email API is
-// idemkit's fake (fakes/mailfake).
+// made once per order and workflow with oncely, offline: the email API is
+// oncely's fake (fakes/mailfake).
 //
 // The provider commits the first send and the connection drops before its
-// answer; DBOS retries the step (WithStepMaxRetries), and idemkit
+// answer; DBOS retries the step (WithStepMaxRetries), and oncely
 // reconciles instead of sending again.
 //
 // By default DBOS and the ledger keep their state in SQLite files in a
 // temporary directory. With -postgres URL both live in that PostgreSQL
-// database: DBOS's system tables (schema dbos) and idemkit's ledger
-// (ledgerpg, public.idemkit_records).
+// database: DBOS's system tables (schema dbos) and oncely's ledger
+// (ledgerpg, public.oncely_records).
 //
 //	go run .
 //	go run . -postgres 'postgres://postgres@127.0.0.1:5432/receipts?sslmode=disable'
@@ -29,15 +29,15 @@ import (
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 	_ "github.com/dbos-inc/dbos-transact-golang/dbos/driver/sqlite"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/dbosidem"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerpg"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/providers/mail"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/mailfake"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerpg"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
+	"github.com/oncely/oncely/providers/mail"
+	"github.com/oncely/oncely/reconcile"
+	"github.com/oncely/oncely/workflow/oncelydbos"
 )
 
 // Receipt is the step's input; the order is its identity.
@@ -92,7 +92,7 @@ func run(ctx context.Context, w io.Writer, pgURL string) error {
 		defer s.Close()
 		store = s
 	} else {
-		s, err := ledgersqlite.Open(ctx, filepath.Join(dir, "idem.db"), nil)
+		s, err := ledgersqlite.Open(ctx, filepath.Join(dir, "oncely.db"), nil)
 		if err != nil {
 			return err
 		}
@@ -102,15 +102,15 @@ func run(ctx context.Context, w io.Writer, pgURL string) error {
 	exec := client.New(store, nil)
 	sends := 0 // runs of the step's function, each a send
 
-	sendReceipt, err := dbosidem.Step(exec, "send_receipt", dbosidem.Options[Sent]{
-		Identity:   []dbosidem.Key{{Expr: "orderId", Norm: client.String}},
+	sendReceipt, err := oncelydbos.Step(exec, "send_receipt", oncelydbos.Options[Sent]{
+		Identity:   []oncelydbos.Key{{Expr: "orderId", Norm: client.String}},
 		Reconciler: reconcile.New(mailer, nil),
 		Ref:        func(s Sent) string { return s.MessageID },
 		// A send found by reconciliation has no stored Sent.
 		ZeroOnLostResult: true,
 	}, func(ctx context.Context, in Receipt) (Sent, error) {
 		sends++
-		m, err := mailer.Send(ctx, dbosidem.DownstreamKey(ctx), mail.Message{
+		m, err := mailer.Send(ctx, oncelydbos.DownstreamKey(ctx), mail.Message{
 			From: "shop@example.com", To: in.To, Subject: "Receipt for order " + in.OrderID, Text: in.Text,
 		})
 		if err != nil {

@@ -1,11 +1,11 @@
-module github.com/idemkit/idemkit/examples/eino
+module github.com/oncely/oncely/examples/eino
 
 go 1.26.0
 
 require (
 	github.com/cloudwego/eino v0.7.36
-	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idemkit/agent/eino v0.0.0-00010101000000-000000000000
+	github.com/oncely/oncely v0.2.0
+	github.com/oncely/oncely/agent/oncelyeino v0.2.0
 )
 
 require (
@@ -43,9 +43,4 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-)
-
-replace (
-	github.com/idemkit/idemkit => ../..
-	github.com/idemkit/idemkit/agent/eino => ../../agent/eino
 )

@@ -1,5 +1,5 @@
 // Command eino is an Eino ReAct agent whose send_reply tool, an email API
-// with no idempotency, runs through idemkit (agent/eino). The model asks
+// with no idempotency, runs through oncely (agent/oncelyeino). The model asks
 // for the reply; the agent's next model call fails, and the application
 // retries the agent, whose model asks again with a new tool call id and
 // rephrased arguments. The reply is sent once and the model is told so.
@@ -24,11 +24,11 @@ import (
 	"github.com/cloudwego/eino/flow/agent/react"
 	"github.com/cloudwego/eino/schema"
 
-	idemeino "github.com/idemkit/idemkit/agent/eino"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/mail"
+	"github.com/oncely/oncely/agent/oncelyeino"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/mailfake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/mail"
 )
 
 func main() {
@@ -76,8 +76,8 @@ func (m *scripted) Stream(ctx context.Context, in []*schema.Message, opts ...mod
 func (m *scripted) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) { return m, nil }
 
 // printCall prints a tool call and what the model was told.
-func printCall(out io.Writer) func(context.Context, idemeino.Call) {
-	return func(_ context.Context, c idemeino.Call) {
+func printCall(out io.Writer) func(context.Context, oncelyeino.Call) {
+	return func(_ context.Context, c oncelyeino.Call) {
 		fmt.Fprintf(out, "%s %s(%s)\n  -> %s: %s\n", c.ID, c.Name, c.Arguments, c.Result.Outcome, c.Result.Text)
 	}
 }
@@ -89,7 +89,7 @@ func Run(ctx context.Context, out io.Writer) (int, error) {
 	defer mailAPI.Close()
 	mailer := mail.New(mailAPI.URL, nil)
 
-	sendReply := idemeino.Tool{
+	sendReply := oncelyeino.Tool{
 		Tool: client.Tool{
 			Name:     "send_reply",
 			Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
@@ -119,7 +119,7 @@ func Run(ctx context.Context, out io.Writer) (int, error) {
 		},
 	}
 	exec := client.New(ledgermem.New(nil), nil)
-	tools, err := idemeino.Register(exec, &idemeino.Config{OnCall: printCall(out)}, sendReply)
+	tools, err := oncelyeino.Register(exec, &oncelyeino.Config{OnCall: printCall(out)}, sendReply)
 	if err != nil {
 		return 0, err
 	}
@@ -131,7 +131,7 @@ func Run(ctx context.Context, out io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx = idemeino.WithRunID(ctx, "ticket-42")
+	ctx = oncelyeino.WithRunID(ctx, "ticket-42")
 	input := []*schema.Message{schema.UserMessage("Ticket 42: the parcel arrived broken. Reply to the customer.")}
 	answer, err := agent.Generate(ctx, input)
 	for attempt := 2; errors.Is(err, errUnavailable) && attempt <= 3; attempt++ {

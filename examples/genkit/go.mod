@@ -1,11 +1,11 @@
-module github.com/idemkit/idemkit/examples/genkit
+module github.com/oncely/oncely/examples/genkit
 
 go 1.26.0
 
 require (
 	github.com/firebase/genkit/go v1.4.0
-	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idemkit/agent/genkit v0.0.0-00010101000000-000000000000
+	github.com/oncely/oncely v0.2.0
+	github.com/oncely/oncely/agent/oncelygenkit v0.2.0
 )
 
 require (
@@ -40,9 +40,4 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-)
-
-replace (
-	github.com/idemkit/idemkit => ../..
-	github.com/idemkit/idemkit/agent/genkit => ../../agent/genkit
 )

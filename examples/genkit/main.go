@@ -1,14 +1,14 @@
 // Command genkit is a Genkit flow whose send_reply tool, an email API with
-// no idempotency, runs through idemkit (agent/genkit). The flow fails after
+// no idempotency, runs through oncely (agent/oncelygenkit). The flow fails after
 // the tool ran (the model's next turn fails) and the application retries
 // it; the model asks for the reply again, rephrased. The reply is sent
 // once and the model is told so, with the first call's result.
 //
 // It runs offline: the model is an in-process script defined with
 // genkit.DefineModel and the email API is the bundled fake. Genkit has a
-// workspace of its own (agent/genkit/go.work), so run it from there:
+// workspace of its own (agent/oncelygenkit/go.work), so run it from there:
 //
-//	cd agent/genkit && go run github.com/idemkit/idemkit/examples/genkit
+//	cd agent/oncelygenkit && go run github.com/oncely/oncely/examples/genkit
 package main
 
 import (
@@ -23,11 +23,11 @@ import (
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
 
-	idemgenkit "github.com/idemkit/idemkit/agent/genkit"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/mail"
+	"github.com/oncely/oncely/agent/oncelygenkit"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/mailfake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/mail"
 )
 
 func main() {
@@ -80,7 +80,7 @@ func defineModel(g *genkit.Genkit) ai.Model {
 		})
 }
 
-// replyIdentity names send_reply for idemkit: one reply per ticket.
+// replyIdentity names send_reply for oncely: one reply per ticket.
 var replyIdentity = client.Tool{Name: "send_reply", Identity: []client.Field{{Path: "ticketId", Norm: client.Trimmed}}}
 
 // printCall prints what a call of a wrapped tool told the model.
@@ -102,7 +102,7 @@ func Run(ctx context.Context, out io.Writer) (int, error) {
 	// The tool function as a Genkit user writes it; InvocationFrom gives
 	// the key to hand to the provider.
 	sendReply := func(tc *ai.ToolContext, in ReplyInput) (Sent, error) {
-		inv, _ := idemgenkit.InvocationFrom(tc)
+		inv, _ := oncelygenkit.InvocationFrom(tc)
 		m, err := mailer.Send(tc, inv.DownstreamKey, mail.Message{
 			From: "support@shop.example", To: in.To, Subject: "Re: ticket " + in.TicketID, Text: in.Text,
 		})
@@ -112,13 +112,13 @@ func Run(ctx context.Context, out io.Writer) (int, error) {
 		return Sent{MessageID: m.ID}, nil
 	}
 	exec := client.New(ledgermem.New(nil), nil)
-	replyTool, err := idemgenkit.DefineTool(g, exec, replyIdentity, "Email the customer a reply on a support ticket.", sendReply, &idemgenkit.Config{OnCall: printCall(out)})
+	replyTool, err := oncelygenkit.DefineTool(g, exec, replyIdentity, "Email the customer a reply on a support ticket.", sendReply, &oncelygenkit.Config{OnCall: printCall(out)})
 	if err != nil {
 		return 0, err
 	}
 
 	flow := genkit.DefineFlow(g, "reply", func(ctx context.Context, ticket string) (string, error) {
-		resp, err := genkit.Generate(idemgenkit.WithRunID(ctx, "ticket-"+ticket), g, ai.WithModel(model), ai.WithTools(replyTool),
+		resp, err := genkit.Generate(oncelygenkit.WithRunID(ctx, "ticket-"+ticket), g, ai.WithModel(model), ai.WithTools(replyTool),
 			ai.WithPrompt("Ticket %s: the parcel arrived broken. Reply to the customer.", ticket))
 		if err != nil {
 			return "", err

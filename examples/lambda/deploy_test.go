@@ -12,9 +12,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/config"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/ledger"
 )
 
 // A reason the model words its own way is refused before anything is
@@ -82,8 +82,8 @@ func TestSweeperSettlesUncertain(t *testing.T) {
 	}
 	f.stripe.Faults.Clear() // Stripe answers again
 
-	// The sweeper's own function: the same environment, IDEMKIT_MODE=sweeper.
-	f.env["IDEMKIT_MODE"] = "sweeper"
+	// The sweeper's own function: the same environment, ONCELY_MODE=sweeper.
+	f.env["ONCELY_MODE"] = "sweeper"
 	sw := f.newHandler(t)
 	rep, err := sw.Sweep(context.Background())
 	if err != nil {
@@ -122,7 +122,7 @@ func TestStripeKeyFromParameter(t *testing.T) {
 	}))
 	defer ssmStandIn.Close()
 	delete(f.env, "STRIPE_API_KEY")
-	f.env["STRIPE_API_KEY_PARAMETER"] = "/idemkit/stripe-api-key"
+	f.env["STRIPE_API_KEY_PARAMETER"] = "/oncely/stripe-api-key"
 	env, err := EnvFrom(f.env.get)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestStripeKeyFromParameter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name := <-asked; name != "/idemkit/stripe-api-key" {
+	if name := <-asked; name != "/oncely/stripe-api-key" {
 		t.Errorf("asked SSM for %q", name)
 	}
 	r := invokeOne(t, h, time.Now().Add(10*time.Second), Event{RunID: "run-1", ToolCalls: []ToolUse{f.refundCall("toolu_01", 300, "")}})

@@ -11,10 +11,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/providers/stripe"
+	"github.com/oncely/oncely/fakes/stripefake"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/providers/stripe"
 )
 
 // The model asks for the same refund in two turns; Lambda delivers the
@@ -38,7 +38,7 @@ func ExampleHandler_Handle() {
 
 	// The cold start, from the function's environment.
 	env, err := EnvFrom(environ{
-		"IDEMKIT_TABLE":     table,
+		"ONCELY_TABLE":      table,
 		"DYNAMODB_ENDPOINT": aws.ToString(api.Options().BaseEndpoint),
 		"STRIPE_BASE_URL":   srv.URL,
 		"STRIPE_API_KEY":    apiKey,

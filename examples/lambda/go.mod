@@ -1,4 +1,4 @@
-module github.com/idemkit/idemkit/examples/lambda
+module github.com/oncely/oncely/examples/lambda
 
 go 1.26.0
 
@@ -10,7 +10,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/aws-sdk-go-v2/service/ssm v1.83.0
-	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
+	github.com/oncely/oncely v0.2.0
 )
 
 require (
@@ -53,5 +53,3 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-
-replace github.com/idemkit/idemkit => ../..

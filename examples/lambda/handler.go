@@ -1,5 +1,5 @@
 // Command lambda is an AWS Lambda function that executes the tool calls of
-// an AI agent through idemkit, with its ledger on DynamoDB: however often
+// an AI agent through oncely, with its ledger on DynamoDB: however often
 // an invocation is repeated (an async retry, a client retry after a
 // timeout, the model calling the tool again), each action happens once.
 //
@@ -38,11 +38,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/providers/stripe"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/providers/stripe"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // Event is one invocation: the tool calls of one assistant turn of a run.
@@ -70,7 +70,7 @@ type ToolResult = anthropic.ToolResultBlockParam
 
 // Env is the configuration the function reads from its environment.
 type Env struct {
-	// Table is the ledger table (IDEMKIT_TABLE). Required.
+	// Table is the ledger table (ONCELY_TABLE). Required.
 	Table string
 	// DynamoDBEndpoint overrides the DynamoDB endpoint (DYNAMODB_ENDPOINT),
 	// for a local DynamoDB-compatible server. Empty: the region's endpoint.
@@ -86,7 +86,7 @@ type Env struct {
 	// function's configuration. One of the two is required.
 	StripeAPIKeyParameter string
 	// Sweeper selects the scheduled sweeper's handler instead of the tool
-	// calls' (IDEMKIT_MODE=sweeper).
+	// calls' (ONCELY_MODE=sweeper).
 	Sweeper bool
 }
 
@@ -102,20 +102,20 @@ var ErrConfig = errors.New("lambda: configuration")
 // EnvFrom reads the configuration with getenv (os.Getenv in main).
 func EnvFrom(getenv func(string) string) (Env, error) {
 	env := Env{
-		Table:            getenv("IDEMKIT_TABLE"),
+		Table:            getenv("ONCELY_TABLE"),
 		DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
 		StripeBaseURL:    getenv("STRIPE_BASE_URL"),
 		StripeAPIKey:     getenv("STRIPE_API_KEY"),
 
 		StripeAPIKeyParameter: getenv("STRIPE_API_KEY_PARAMETER"),
-		Sweeper:               getenv("IDEMKIT_MODE") == "sweeper",
+		Sweeper:               getenv("ONCELY_MODE") == "sweeper",
 	}
 	if env.StripeBaseURL == "" {
 		env.StripeBaseURL = DefaultStripeBaseURL
 	}
 	var missing []string
 	if env.Table == "" {
-		missing = append(missing, "IDEMKIT_TABLE")
+		missing = append(missing, "ONCELY_TABLE")
 	}
 	if env.StripeAPIKey == "" && env.StripeAPIKeyParameter == "" {
 		missing = append(missing, "STRIPE_API_KEY_PARAMETER (or STRIPE_API_KEY)")
@@ -123,8 +123,8 @@ func EnvFrom(getenv func(string) string) (Env, error) {
 	if len(missing) > 0 {
 		return Env{}, fmt.Errorf("%w: %v not set", ErrConfig, missing)
 	}
-	if mode := getenv("IDEMKIT_MODE"); mode != "" && mode != "sweeper" {
-		return Env{}, fmt.Errorf("%w: IDEMKIT_MODE=%q, want sweeper or unset", ErrConfig, mode)
+	if mode := getenv("ONCELY_MODE"); mode != "" && mode != "sweeper" {
+		return Env{}, fmt.Errorf("%w: ONCELY_MODE=%q, want sweeper or unset", ErrConfig, mode)
 	}
 	return env, nil
 }
@@ -207,7 +207,7 @@ func New(ctx context.Context, env Env, opts *Options) (*Handler, error) {
 // when the model does not call again.
 func (h *Handler) Sweep(ctx context.Context) (reconcile.Report, error) {
 	rep, err := reconcile.NewSweeper(h.store, h.tools, nil).Sweep(ctx)
-	h.log.InfoContext(ctx, "idemkit sweep", slog.Any("report", rep), slog.Any("err", err))
+	h.log.InfoContext(ctx, "oncely sweep", slog.Any("report", rep), slog.Any("err", err))
 	return rep, err
 }
 
@@ -230,7 +230,7 @@ func (h *Handler) Handle(ctx context.Context, ev Event) (Response, error) {
 		wg.Go(func() {
 			res, err := h.exec.Execute(ctx, ev.RunID, client.Call{Tool: tu.Name, Input: tu.Input, ID: tu.ID})
 			if err != nil {
-				log.ErrorContext(ctx, "idemkit could not guard the call",
+				log.ErrorContext(ctx, "oncely could not guard the call",
 					slog.String("tool", tu.Name), slog.String("tool_use_id", tu.ID), slog.Any("err", err))
 			}
 			results[i] = *anthropic.NewToolResultBlock(tu.ID, res.Text, res.IsError).OfToolResult

@@ -17,14 +17,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/providers/stripe"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/stripefake"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/providers/stripe"
 )
 
 // The tests run against the DynamoDB-compatible server of dynalitetest
@@ -70,7 +70,7 @@ func newFixture(t *testing.T) *fixture {
 	srv := stripefake.NewServer(&stripefake.Config{Seed: 1})
 	t.Cleanup(srv.Close)
 	f := &fixture{
-		env:    environ{"IDEMKIT_TABLE": table, "DYNAMODB_ENDPOINT": endpoint, "STRIPE_BASE_URL": srv.URL, "STRIPE_API_KEY": apiKey},
+		env:    environ{"ONCELY_TABLE": table, "DYNAMODB_ENDPOINT": endpoint, "STRIPE_BASE_URL": srv.URL, "STRIPE_API_KEY": apiKey},
 		stripe: srv,
 		st:     stripe.New(srv.URL, &stripe.Config{APIKey: apiKey}),
 		store:  ledgerdynamo.New(api, table, nil),
@@ -348,7 +348,7 @@ func TestBadCalls(t *testing.T) {
 
 func TestEnvFrom(t *testing.T) {
 	t.Parallel()
-	full := environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x", "DYNAMODB_ENDPOINT": "http://127.0.0.1:8000", "STRIPE_BASE_URL": "http://127.0.0.1:12111"}
+	full := environ{"ONCELY_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x", "DYNAMODB_ENDPOINT": "http://127.0.0.1:8000", "STRIPE_BASE_URL": "http://127.0.0.1:12111"}
 	for _, tc := range []struct {
 		name string
 		env  environ
@@ -356,12 +356,12 @@ func TestEnvFrom(t *testing.T) {
 		err  string
 	}{
 		{"all set", full, Env{Table: "ledger", StripeAPIKey: "sk_live_x", DynamoDBEndpoint: "http://127.0.0.1:8000", StripeBaseURL: "http://127.0.0.1:12111"}, ""},
-		{"defaults", environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x"}, Env{Table: "ledger", StripeAPIKey: "sk_live_x", StripeBaseURL: DefaultStripeBaseURL}, ""},
-		{"no table", environ{"STRIPE_API_KEY": "sk_live_x"}, Env{}, "IDEMKIT_TABLE"},
-		{"key from a parameter", environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY_PARAMETER": "/idemkit/stripe"}, Env{Table: "ledger", StripeAPIKeyParameter: "/idemkit/stripe", StripeBaseURL: DefaultStripeBaseURL}, ""},
-		{"sweeper", environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x", "IDEMKIT_MODE": "sweeper"}, Env{Table: "ledger", StripeAPIKey: "sk_live_x", StripeBaseURL: DefaultStripeBaseURL, Sweeper: true}, ""},
-		{"unknown mode", environ{"IDEMKIT_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x", "IDEMKIT_MODE": "sweep"}, Env{}, "IDEMKIT_MODE"},
-		{"nothing", environ{}, Env{}, "[IDEMKIT_TABLE STRIPE_API_KEY_PARAMETER (or STRIPE_API_KEY)]"},
+		{"defaults", environ{"ONCELY_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x"}, Env{Table: "ledger", StripeAPIKey: "sk_live_x", StripeBaseURL: DefaultStripeBaseURL}, ""},
+		{"no table", environ{"STRIPE_API_KEY": "sk_live_x"}, Env{}, "ONCELY_TABLE"},
+		{"key from a parameter", environ{"ONCELY_TABLE": "ledger", "STRIPE_API_KEY_PARAMETER": "/oncely/stripe"}, Env{Table: "ledger", StripeAPIKeyParameter: "/oncely/stripe", StripeBaseURL: DefaultStripeBaseURL}, ""},
+		{"sweeper", environ{"ONCELY_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x", "ONCELY_MODE": "sweeper"}, Env{Table: "ledger", StripeAPIKey: "sk_live_x", StripeBaseURL: DefaultStripeBaseURL, Sweeper: true}, ""},
+		{"unknown mode", environ{"ONCELY_TABLE": "ledger", "STRIPE_API_KEY": "sk_live_x", "ONCELY_MODE": "sweep"}, Env{}, "ONCELY_MODE"},
+		{"nothing", environ{}, Env{}, "[ONCELY_TABLE STRIPE_API_KEY_PARAMETER (or STRIPE_API_KEY)]"},
 	} {
 		got, err := EnvFrom(tc.env.get)
 		switch {

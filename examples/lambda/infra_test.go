@@ -53,7 +53,7 @@ func TestStackSynthesizes(t *testing.T) {
 	run(filepath.Join(dir, "node_modules", ".bin", "cdk"), "synth", "--no-notices", "--quiet",
 		"-c", "assetDir="+asset, "-o", filepath.Join(out, "cdk.out"))
 
-	raw, err := os.ReadFile(filepath.Join(out, "cdk.out", "IdemkitLambda.template.json"))
+	raw, err := os.ReadFile(filepath.Join(out, "cdk.out", "OncelyLambda.template.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestStackSynthesizes(t *testing.T) {
 		if strings.Contains(s, `"STRIPE_API_KEY":`) {
 			t.Errorf("a secret in plain environment: %s", s)
 		}
-		if strings.Contains(s, `"IDEMKIT_MODE":"sweeper"`) {
+		if strings.Contains(s, `"ONCELY_MODE":"sweeper"`) {
 			sweepers++
 		} else if !strings.Contains(s, `"DeadLetterConfig"`) {
 			t.Errorf("tool function without a dead-letter queue: %s", s)

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // rieModule is the AWS Lambda Runtime Interface Emulator, pinned: the
@@ -47,7 +47,7 @@ func binaries(t *testing.T) (rie, boot string) {
 		if buildErr = tooling.GoInstall(context.Background(), bin, rieModule, "aws-lambda-rie"); buildErr != nil {
 			return
 		}
-		dir, err := os.MkdirTemp("", "idemkit-bootstrap-")
+		dir, err := os.MkdirTemp("", "oncely-bootstrap-")
 		if err != nil {
 			buildErr = err
 			return

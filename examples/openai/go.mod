@@ -1,10 +1,10 @@
-module github.com/idemkit/idemkit/examples/openai
+module github.com/oncely/oncely/examples/openai
 
 go 1.26.0
 
 require (
-	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idemkit/agent/openai v0.0.0-00010101000000-000000000000
+	github.com/oncely/oncely v0.2.0
+	github.com/oncely/oncely/agent/oncelyopenai v0.2.0
 	github.com/openai/openai-go/v3 v3.102.0
 )
 
@@ -21,9 +21,4 @@ require (
 	github.com/tidwall/sjson v1.2.5 // indirect
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-)
-
-replace (
-	github.com/idemkit/idemkit => ../..
-	github.com/idemkit/idemkit/agent/openai => ../../agent/openai
 )

@@ -1,6 +1,6 @@
-// Command openai is a Chat Completions tool loop (agent/openai on the
+// Command openai is a Chat Completions tool loop (agent/oncelyopenai on the
 // official Go SDK, openai-go/v3) whose send_reply tool, an email API with
-// no idempotency, runs through idemkit. The model asks for the reply, then
+// no idempotency, runs through oncely. The model asks for the reply, then
 // asks again with a new tool call id and rephrased arguments, as models
 // do; the reply is sent once and the model is told so.
 //
@@ -25,11 +25,11 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	idemopenai "github.com/idemkit/idemkit/agent/openai"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/mail"
+	"github.com/oncely/oncely/agent/oncelyopenai"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/mailfake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/mail"
 )
 
 func main() {
@@ -72,8 +72,8 @@ func scriptedAPI() *httptest.Server {
 }
 
 // printCalls prints each tool call of a turn and what the model was told.
-func printCalls(out io.Writer) func(context.Context, idemopenai.Turn, []openai.ChatCompletionMessageParamUnion) error {
-	return func(_ context.Context, t idemopenai.Turn, _ []openai.ChatCompletionMessageParamUnion) error {
+func printCalls(out io.Writer) func(context.Context, oncelyopenai.Turn, []openai.ChatCompletionMessageParamUnion) error {
+	return func(_ context.Context, t oncelyopenai.Turn, _ []openai.ChatCompletionMessageParamUnion) error {
 		for _, c := range t.Calls {
 			fmt.Fprintf(out, "%s %s(%s)\n  -> %s: %s\n", c.ID, c.Name, c.Arguments, c.Result.Outcome, c.Result.Text)
 		}
@@ -90,7 +90,7 @@ func Run(ctx context.Context, out io.Writer) (int, error) {
 	defer model.Close()
 	mailer := mail.New(mailAPI.URL, nil)
 
-	sendReply := idemopenai.Tool{
+	sendReply := oncelyopenai.Tool{
 		Tool: client.Tool{
 			Name:     "send_reply",
 			Identity: []client.Field{{Path: "ticketId", Norm: client.String}},
@@ -120,10 +120,10 @@ func Run(ctx context.Context, out io.Writer) (int, error) {
 		},
 	}
 	exec := client.New(ledgermem.New(nil), nil)
-	if err := idemopenai.Register(exec, sendReply); err != nil {
+	if err := oncelyopenai.Register(exec, sendReply); err != nil {
 		return 0, err
 	}
-	tools, err := idemopenai.ChatTools(sendReply)
+	tools, err := oncelyopenai.ChatTools(sendReply)
 	if err != nil {
 		return 0, err
 	}
@@ -134,7 +134,7 @@ func Run(ctx context.Context, out io.Writer) (int, error) {
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Ticket 42: the parcel arrived broken. Reply to the customer.")},
 		Tools:    tools,
 	}
-	conv, err := idemopenai.RunChat(ctx, &api.Chat.Completions, exec, "ticket-42", params, &idemopenai.Config{OnTurn: printCalls(out)})
+	conv, err := oncelyopenai.RunChat(ctx, &api.Chat.Completions, exec, "ticket-42", params, &oncelyopenai.Config{OnTurn: printCalls(out)})
 	if err != nil {
 		return 0, err
 	}

@@ -1,10 +1,10 @@
-module github.com/idemkit/idemkit/examples/temporal
+module github.com/oncely/oncely/examples/temporal
 
 go 1.26.0
 
 require (
-	github.com/idemkit/idemkit v0.0.0-00010101000000-000000000000
-	github.com/idemkit/idemkit/temporalidem v0.0.0-00010101000000-000000000000
+	github.com/oncely/oncely v0.2.0
+	github.com/oncely/oncely/workflow/oncelytemporal v0.2.0
 	go.temporal.io/sdk v1.51.0
 )
 
@@ -40,7 +40,3 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
-
-replace github.com/idemkit/idemkit => ../..
-
-replace github.com/idemkit/idemkit/temporalidem => ../../temporalidem

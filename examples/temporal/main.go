@@ -1,10 +1,10 @@
 // Command temporal runs a Temporal workflow whose activity sends an email
-// receipt, made once per order and workflow with idemkit, offline: the
-// email API is idemkit's fake (fakes/mailfake) and the Temporal SDK's
+// receipt, made once per order and workflow with oncely, offline: the
+// email API is oncely's fake (fakes/mailfake) and the Temporal SDK's
 // in-process test environment stands in for the server and the worker.
 //
 // The activity's first attempt sends the receipt and is then lost (as when
-// its worker dies before reporting): Temporal retries it, and idemkit
+// its worker dies before reporting): Temporal retries it, and oncely
 // answers the retry with the first attempt's result. Then the workflow
 // runs again under the same workflow id, as after a reset: the receipt is
 // not sent again.
@@ -29,12 +29,12 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/mail"
-	"github.com/idemkit/idemkit/reconcile"
-	"github.com/idemkit/idemkit/temporalidem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/mailfake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/mail"
+	"github.com/oncely/oncely/reconcile"
+	"github.com/oncely/oncely/workflow/oncelytemporal"
 )
 
 // Receipt is the activity's input; the order is its identity.
@@ -75,11 +75,11 @@ func run(w io.Writer) error {
 	// ledgerdynamo, ledgerredis; see ledgerurl).
 	exec := client.New(ledgermem.New(nil), nil)
 
-	sendReceipt, err := temporalidem.Activity(exec, "send_receipt", temporalidem.Options[Sent]{
-		Identity:   []temporalidem.Key{{Expr: "orderId", Norm: client.String}},
+	sendReceipt, err := oncelytemporal.Activity(exec, "send_receipt", oncelytemporal.Options[Sent]{
+		Identity:   []oncelytemporal.Key{{Expr: "orderId", Norm: client.String}},
 		Reconciler: reconcile.New(mailer, nil),
 	}, func(ctx context.Context, in Receipt) (Sent, error) {
-		m, err := mailer.Send(ctx, temporalidem.DownstreamKey(ctx), mail.Message{
+		m, err := mailer.Send(ctx, oncelytemporal.DownstreamKey(ctx), mail.Message{
 			From: "shop@example.com", To: in.To, Subject: "Receipt for order " + in.OrderID, Text: in.Text,
 		})
 		if err != nil {

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/crmfake"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/crmfake"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/testutil"
 )
 
 func start(t *testing.T, cfg *crmfake.Config) *crmfake.Server {

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idemkit/fakes/crmfake"
+	"github.com/oncely/oncely/fakes/crmfake"
 )
 
 // Upserting by external id twice leaves one contact and one effect; plain

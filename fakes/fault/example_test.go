@@ -7,7 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 // A fake applies the injector's decision around its commit step; here the

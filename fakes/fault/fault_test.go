@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 // request returns a request as a fake's mux would hand it over.

@@ -70,6 +70,6 @@
 //
 // Each issue opened is a KindIssue effect and each comment a
 // KindIssueComment effect. Their Key is the value of a hidden marker in
-// the body, an HTML comment "<!-- idemkit-key: KEY -->" (the marker
+// the body, an HTML comment "<!-- oncely-key: KEY -->" (the marker
 // package providers/github writes), or "" without one.
 package githubfake

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes/githubfake"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes/githubfake"
 )
 
 // GitHub opens a second issue on every POST; the search finds the first
@@ -36,7 +36,7 @@ func Example() {
 		_ = json.NewDecoder(resp.Body).Decode(&out)
 		return len(out)
 	}
-	body := `{"title": "Export fails", "body": "On empty carts.\n\n<!-- idemkit-key: act-7 -->"}`
+	body := `{"title": "Export fails", "body": "On empty carts.\n\n<!-- oncely-key: act-7 -->"}`
 	resp, err := s.Client().Post(s.URL+"/repos/acme/widgets/issues", "application/json", strings.NewReader(body))
 	if err != nil {
 		fmt.Println(err)

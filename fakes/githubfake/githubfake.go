@@ -12,10 +12,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/fakehttp"
 )
 
 // Effect kinds recorded in the journal.
@@ -41,9 +41,9 @@ const (
 )
 
 // markerRE finds the key marker package providers/github writes.
-var markerRE = regexp.MustCompile(`<!-- idemkit-key: (\S+) -->`)
+var markerRE = regexp.MustCompile(`<!-- oncely-key: (\S+) -->`)
 
-// KeyOf returns the key in body's "<!-- idemkit-key: KEY -->" marker, or
+// KeyOf returns the key in body's "<!-- oncely-key: KEY -->" marker, or
 // "" without one.
 func KeyOf(body string) string {
 	if m := markerRE.FindStringSubmatch(body); m != nil {
@@ -68,7 +68,7 @@ type Config struct {
 	// Token, when set, is the only token accepted (as "Bearer T" or
 	// "token T"); others answer 401. Empty: any request is accepted.
 	Token string
-	// Login is the user the token belongs to (default "idemkit-bot").
+	// Login is the user the token belongs to (default "oncely-bot").
 	Login string
 	// RateLimit, when positive, is the primary rate limit of the core API:
 	// requests per hour. SearchRateLimit, when positive, is the search
@@ -134,7 +134,7 @@ func NewHandler(cfg *Config) *Handler {
 		c = *cfg
 	}
 	if c.Login == "" {
-		c.Login = "idemkit-bot"
+		c.Login = "oncely-bot"
 	}
 	h := &Handler{
 		Faults: fault.NewInjector(c.Seed),

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/githubfake"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/githubfake"
+	"github.com/oncely/oncely/fakes/internal/testutil"
 )
 
 func newServer(t *testing.T, cfg *githubfake.Config) (*githubfake.Server, *clock.Fake) {
@@ -121,7 +121,7 @@ func TestNotModelled(t *testing.T) {
 func TestSearchLags(t *testing.T) {
 	t.Parallel()
 	s, clk := newServer(t, &githubfake.Config{IndexLag: 30 * time.Second})
-	body := "Steps to reproduce.\n\n<!-- idemkit-key: abc123 -->"
+	body := "Steps to reproduce.\n\n<!-- oncely-key: abc123 -->"
 	if r := do(t, s, "POST", "/repos/acme/widgets/issues", map[string]any{"title": "Crash on save", "body": body}); r.Status != 201 {
 		t.Fatalf("create: %d %s", r.Status, r.Raw)
 	}
@@ -141,20 +141,20 @@ func TestSearchLags(t *testing.T) {
 	clk.Advance(30 * time.Second)
 	for q, want := range map[string]int{
 		`"abc123" repo:acme/widgets is:issue in:body`: 1,
-		`"ABC123"`:                  1,
-		`crash save`:                1,
-		`abc123 in:title`:           0,
-		`abc123 repo:acme/other`:    0,
-		`abc123 is:pr`:              0,
-		`abc123 is:closed`:          0,
-		`"idemkit-key: abc123 -->"`: 1,
-		`abc123 in:comments`:        0,
+		`"ABC123"`:                 1,
+		`crash save`:               1,
+		`abc123 in:title`:          0,
+		`abc123 repo:acme/other`:   0,
+		`abc123 is:pr`:             0,
+		`abc123 is:closed`:         0,
+		`"oncely-key: abc123 -->"`: 1,
+		`abc123 in:comments`:       0,
 	} {
 		if n := search(q); n != want {
 			t.Errorf("search %q: %d, want %d", q, n, want)
 		}
 	}
-	if r := do(t, s, "POST", "/repos/acme/widgets/issues/1/comments", map[string]any{"body": "seen <!-- idemkit-key: c9 -->"}); r.Status != 201 || r.Str("issue_url") == "" {
+	if r := do(t, s, "POST", "/repos/acme/widgets/issues/1/comments", map[string]any{"body": "seen <!-- oncely-key: c9 -->"}); r.Status != 201 || r.Str("issue_url") == "" {
 		t.Fatalf("comment: %d %s", r.Status, r.Raw)
 	}
 	if n := search(`c9 in:comments`); n != 0 {

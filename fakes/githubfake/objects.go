@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 // userJSON is GitHub's simple-user.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/githubfake"
-	"github.com/idemkit/idemkit/internal/nodetools"
+	"github.com/oncely/oncely/fakes/githubfake"
+	"github.com/oncely/oncely/internal/nodetools"
 )
 
 // octokitDir is the folder of the pinned @octokit/rest (and
@@ -50,7 +50,7 @@ func TestOctokitSession(t *testing.T) {
 		t.Fatalf("session output %q: %v", out, err)
 	}
 	want := map[string]string{
-		"create":              `{"status":201,"number":1,"labels":["bug"],"user":"idemkit-bot"}`,
+		"create":              `{"status":201,"number":1,"labels":["bug"],"user":"oncely-bot"}`,
 		"comment":             `{"status":201,"issue_url_ends":true}`,
 		"get":                 `{"title":"Export fails","comments":1,"state":"open"}`,
 		"paginate":            `[3,2,1]`,

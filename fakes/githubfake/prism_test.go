@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/githubfake"
-	"github.com/idemkit/idemkit/fakes/githubfake/githubspec"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/prismtest"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/githubfake"
+	"github.com/oncely/oncely/fakes/githubfake/githubspec"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/prismtest"
 )
 
 // Every answer of the fake on the routes it models, errors included, is

@@ -6,16 +6,16 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idemkit/fakes/hubspotfake"
+	"github.com/oncely/oncely/fakes/hubspotfake"
 )
 
-// An upsert by the unique property idem_key creates the contact once;
+// An upsert by the unique property oncely_key creates the contact once;
 // repeating it finds the same record and changes nothing.
 func Example() {
 	s := hubspotfake.NewServer(nil)
 	defer s.Close()
 
-	upsert := `{"inputs": [{"idProperty": "idem_key", "id": "act-7", "properties": {"email": "ada@example.com"}}]}`
+	upsert := `{"inputs": [{"idProperty": "oncely_key", "id": "act-7", "properties": {"email": "ada@example.com"}}]}`
 	for range 2 {
 		req, err := http.NewRequest("POST", s.URL+"/crm/v3/objects/contacts/batch/upsert", strings.NewReader(upsert))
 		if err != nil {

@@ -53,7 +53,7 @@
 //
 // # Effects
 //
-// KindCreate for each plain create (Key: the record's idem property value
+// KindCreate for each plain create (Key: the record's oncely property value
 // if it has one), KindUpsert for each upsert input that created or changed
 // a record and KindUpdate for each PATCH that changed one (Key: the unique
 // value the write named). A write that changes nothing is not an effect.
@@ -71,10 +71,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/fakehttp"
 )
 
 // Effect kinds recorded in the journal.
@@ -87,9 +87,9 @@ const (
 	KindUpdate = "hubspot.update"
 )
 
-// IdemProperty is the unique property the fake defines on both types for
+// OncelyProperty is the unique property the fake defines on both types for
 // the downstream key (the name package providers/hubspot uses by default).
-const IdemProperty = "idem_key"
+const OncelyProperty = "oncely_key"
 
 // MaxBatch is the largest batch HubSpot accepts.
 const MaxBatch = 100
@@ -103,15 +103,15 @@ type Property struct {
 }
 
 // DefaultProperties are the properties each type has unless Config adds
-// more: a few of HubSpot's own, and IdemProperty as a unique custom one.
+// more: a few of HubSpot's own, and OncelyProperty as a unique custom one.
 var DefaultProperties = map[string][]Property{
 	"contacts": {
 		{Name: "email", Unique: true}, {Name: "firstname"}, {Name: "lastname"}, {Name: "phone"},
-		{Name: "company"}, {Name: "lifecyclestage"}, {Name: IdemProperty, Unique: true},
+		{Name: "company"}, {Name: "lifecyclestage"}, {Name: OncelyProperty, Unique: true},
 	},
 	"deals": {
 		{Name: "dealname"}, {Name: "amount"}, {Name: "dealstage"}, {Name: "pipeline"},
-		{Name: "closedate"}, {Name: IdemProperty, Unique: true},
+		{Name: "closedate"}, {Name: OncelyProperty, Unique: true},
 	},
 }
 
@@ -500,7 +500,7 @@ func (h *Handler) create(r *http.Request, t *objectType, body []byte) fault.Resp
 	now := h.now()
 	rec := h.newRecord(t, typ, now)
 	write(t, rec, in.Properties, now)
-	h.record(KindCreate, rec, rec.Properties[IdemProperty], now)
+	h.record(KindCreate, rec, rec.Properties[OncelyProperty], now)
 	return fakehttp.JSON(http.StatusCreated, "", rec)
 }
 

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/hubspotfake"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/internal/nodetools"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/hubspotfake"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/internal/nodetools"
 )
 
 const token = "pat-test"
@@ -32,7 +32,7 @@ func do(t *testing.T, s *hubspotfake.Server, method, path string, body any) test
 }
 
 func upsertBody(id string, props map[string]string) map[string]any {
-	return map[string]any{"inputs": []any{map[string]any{"idProperty": "idem_key", "id": id, "properties": props}}}
+	return map[string]any{"inputs": []any{map[string]any{"idProperty": "oncely_key", "id": id, "properties": props}}}
 }
 
 func TestUpsertAndRead(t *testing.T) {
@@ -51,19 +51,19 @@ func TestUpsertAndRead(t *testing.T) {
 	}
 	id := res["id"].(string)
 	// Default properties without ?properties=, the asked ones with it.
-	g := do(t, s, "GET", "/crm/v3/objects/contacts/k1?idProperty=idem_key", nil)
-	if g.Status != 200 || g.Str("id") != id || g.Str("properties", "email") != "ada@example.com" || g.Get("properties", "idem_key") != nil || g.Str("properties", "hs_object_id") != id {
+	g := do(t, s, "GET", "/crm/v3/objects/contacts/k1?idProperty=oncely_key", nil)
+	if g.Status != 200 || g.Str("id") != id || g.Str("properties", "email") != "ada@example.com" || g.Get("properties", "oncely_key") != nil || g.Str("properties", "hs_object_id") != id {
 		t.Fatalf("get by idProperty: %s", g.Raw)
 	}
-	g = do(t, s, "GET", "/crm/v3/objects/contacts/"+id+"?properties=idem_key,firstname", nil)
-	if g.Str("properties", "idem_key") != "k1" || g.Get("properties", "email") != nil {
+	g = do(t, s, "GET", "/crm/v3/objects/contacts/"+id+"?properties=oncely_key,firstname", nil)
+	if g.Str("properties", "oncely_key") != "k1" || g.Get("properties", "email") != nil {
 		t.Fatalf("get by id with properties: %s", g.Raw)
 	}
-	p := do(t, s, "PATCH", "/crm/v3/objects/contacts/k1?idProperty=idem_key", map[string]any{"properties": map[string]string{"firstname": "Augusta"}})
+	p := do(t, s, "PATCH", "/crm/v3/objects/contacts/k1?idProperty=oncely_key", map[string]any{"properties": map[string]string{"firstname": "Augusta"}})
 	if p.Status != 200 || p.Str("properties", "firstname") != "Augusta" {
 		t.Fatalf("patch: %s", p.Raw)
 	}
-	if n := do(t, s, "GET", "/crm/v3/objects/contacts/nobody?idProperty=idem_key", nil); n.Status != 404 || n.Str("category") != "OBJECT_NOT_FOUND" {
+	if n := do(t, s, "GET", "/crm/v3/objects/contacts/nobody?idProperty=oncely_key", nil); n.Status != 404 || n.Str("category") != "OBJECT_NOT_FOUND" {
 		t.Fatalf("absent: %d %s", n.Status, n.Raw)
 	}
 	j := s.Journal()
@@ -80,7 +80,7 @@ func TestValidation(t *testing.T) {
 	}
 	many := make([]any, hubspotfake.MaxBatch+1)
 	for i := range many {
-		many[i] = map[string]any{"idProperty": "idem_key", "id": strings.Repeat("x", i+1)}
+		many[i] = map[string]any{"idProperty": "oncely_key", "id": strings.Repeat("x", i+1)}
 	}
 	for _, tc := range []struct {
 		name, method, path string
@@ -92,10 +92,10 @@ func TestValidation(t *testing.T) {
 		{"bad email", "POST", "/crm/v3/objects/contacts/batch/upsert", upsertBody("k", map[string]string{"email": "x"}), 400, "VALIDATION_ERROR", "INVALID_EMAIL"},
 		{"bad amount", "POST", "/crm/v3/objects/deals/batch/upsert", upsertBody("k", map[string]string{"amount": "ten"}), 400, "VALIDATION_ERROR", "INVALID_DECIMAL"},
 		{"not unique", "POST", "/crm/v3/objects/contacts/batch/upsert", map[string]any{"inputs": []any{map[string]any{"idProperty": "firstname", "id": "k"}}}, 400, "VALIDATION_ERROR", ""},
-		{"no id", "POST", "/crm/v3/objects/contacts/batch/upsert", map[string]any{"inputs": []any{map[string]any{"idProperty": "idem_key"}}}, 400, "VALIDATION_ERROR", ""},
+		{"no id", "POST", "/crm/v3/objects/contacts/batch/upsert", map[string]any{"inputs": []any{map[string]any{"idProperty": "oncely_key"}}}, 400, "VALIDATION_ERROR", ""},
 		{"empty batch", "POST", "/crm/v3/objects/contacts/batch/upsert", map[string]any{"inputs": []any{}}, 400, "VALIDATION_ERROR", ""},
 		{"large batch", "POST", "/crm/v3/objects/contacts/batch/upsert", map[string]any{"inputs": many}, 400, "VALIDATION_ERROR", ""},
-		{"duplicate ids", "POST", "/crm/v3/objects/contacts/batch/upsert", map[string]any{"inputs": []any{map[string]any{"idProperty": "idem_key", "id": "a"}, map[string]any{"idProperty": "idem_key", "id": "a"}}}, 400, "VALIDATION_ERROR", ""},
+		{"duplicate ids", "POST", "/crm/v3/objects/contacts/batch/upsert", map[string]any{"inputs": []any{map[string]any{"idProperty": "oncely_key", "id": "a"}, map[string]any{"idProperty": "oncely_key", "id": "a"}}}, 400, "VALIDATION_ERROR", ""},
 		{"unique conflict", "POST", "/crm/v3/objects/contacts/batch/upsert", upsertBody("k", map[string]string{"email": "ada@example.com"}), 409, "CONFLICT", ""},
 		{"create conflict", "POST", "/crm/v3/objects/contacts", map[string]any{"properties": map[string]string{"email": "ada@example.com"}}, 409, "CONFLICT", ""},
 		{"malformed", "POST", "/crm/v3/objects/contacts", "{", 400, "VALIDATION_ERROR", ""},
@@ -149,7 +149,7 @@ func TestAuthAndRateLimit(t *testing.T) {
 func TestOfficialNodeClient(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	out := nodetools.Run(t, "hubspot", "session.mjs", "HUBSPOT_BASE_URL="+s.URL, "HUBSPOT_TOKEN="+token, "IDEM_KEY=key-1")
+	out := nodetools.Run(t, "hubspot", "session.mjs", "HUBSPOT_BASE_URL="+s.URL, "HUBSPOT_TOKEN="+token, "ONCELY_KEY=key-1")
 	steps := map[string]map[string]any{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {

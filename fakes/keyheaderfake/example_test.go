@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/idemkit/idemkit/fakes/keyheaderfake"
+	"github.com/oncely/oncely/fakes/keyheaderfake"
 )
 
 // The IETF Idempotency-Key draft in action: a repeat is replayed, the key

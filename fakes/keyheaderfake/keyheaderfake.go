@@ -44,10 +44,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/fakehttp"
 )
 
 // DefaultKeyWindow is how long an idempotency key is remembered by default.

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/keyheaderfake"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/keyheaderfake"
 )
 
 func start(t *testing.T, cfg *keyheaderfake.Config) *keyheaderfake.Server {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes/mailfake"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes/mailfake"
 )
 
 // The email API sends again on every POST; searching by reference finds the

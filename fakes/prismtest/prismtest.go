@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/nodetools"
+	"github.com/oncely/oncely/internal/nodetools"
 )
 
 // StartTimeout bounds how long Start waits for Prism to answer.

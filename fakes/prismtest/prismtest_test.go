@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes/prismtest"
+	"github.com/oncely/oncely/fakes/prismtest"
 )
 
 // upstream answers POST /items: {"id": "it_1"}, or, for the names

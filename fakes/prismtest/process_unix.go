@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // launcher runs Prism (argv[1] is its entry script, the rest its

@@ -17,9 +17,9 @@ import (
 
 	resendgo "github.com/resend/resend-go/v3"
 
-	"github.com/idemkit/idemkit/fakes/prismtest"
-	"github.com/idemkit/idemkit/fakes/resendfake"
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/fakes/prismtest"
+	"github.com/oncely/oncely/fakes/resendfake"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // specPath is Resend's OpenAPI description, copied with its MIT licence
@@ -47,7 +47,7 @@ func TestResendGoSession(t *testing.T) {
 	req := &resendgo.SendEmailRequest{
 		From: "Acme <orders@acme.test>", To: []string{"ada@example.com"}, Subject: "Order 42 confirmed",
 		Html: "<p>Confirmed.</p>", Cc: []string{"ops@acme.test"}, ReplyTo: "help@acme.test",
-		Tags: []resendgo.Tag{{Name: "idem_key", Value: "go-session-1"}},
+		Tags: []resendgo.Tag{{Name: "oncely_key", Value: "go-session-1"}},
 	}
 	opts := &resendgo.SendEmailOptions{IdempotencyKey: "go-session-1"}
 	first, err := client.Emails.SendWithOptions(ctx, req, opts)

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/resendfake"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/resendfake"
 )
 
 const apiKey = "re_test_123456"
@@ -41,7 +41,7 @@ func wantError(t *testing.T, r testutil.Reply, status int, name string) {
 
 func email(subject string) map[string]any {
 	return map[string]any{"from": "Acme <orders@acme.test>", "to": []string{"ada@example.com"}, "subject": subject,
-		"text": "hello", "tags": []map[string]string{{"name": "idem_key", "value": "k-1"}}}
+		"text": "hello", "tags": []map[string]string{{"name": "oncely_key", "value": "k-1"}}}
 }
 
 // A keyed send is executed once: the repeat gets the first id, the key
@@ -58,7 +58,7 @@ func TestIdempotency(t *testing.T) {
 	}
 	// Another key order and spacing is the same payload.
 	same := `{"to": ["ada@example.com"], "subject": "Order 42", "from": "Acme <orders@acme.test>", "text": "hello",
-		"tags": [{"value": "k-1", "name": "idem_key"}]}`
+		"tags": [{"value": "k-1", "name": "oncely_key"}]}`
 	replay := do(t, c, s.URL, http.MethodPost, "/emails", same, "Idempotency-Key", "order-42")
 	if replay.Status != http.StatusOK || replay.Str("id") != first.Str("id") {
 		t.Fatalf("replay: %d %s, want id %s", replay.Status, replay.Raw, first.Str("id"))
@@ -69,7 +69,7 @@ func TestIdempotency(t *testing.T) {
 		http.StatusBadRequest, "invalid_idempotency_key")
 	j := s.Journal()
 	if len(j) != 1 || j[0].Key != "order-42" || j[0].ID != first.Str("id") || j[0].Kind != resendfake.KindEmail ||
-		j[0].Params["tag.idem_key"] != "k-1" || j[0].Params["to"] != "ada@example.com" {
+		j[0].Params["tag.oncely_key"] != "k-1" || j[0].Params["to"] != "ada@example.com" {
 		t.Fatalf("journal = %+v, want the one email", j)
 	}
 	clk.Advance(resendfake.DefaultKeyWindow)

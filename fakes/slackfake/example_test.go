@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes/slackfake"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes/slackfake"
 )
 
 // Slack posts again on every chat.postMessage; the channel's history shows
@@ -35,7 +35,7 @@ func Example() {
 		return len(msgs)
 	}
 	posted := call("chat.postMessage", url.Values{"channel": {"#general"}, "text": {"Deploy finished"},
-		"metadata": {`{"event_type": "idemkit_action", "event_payload": {"idem_key": "act-7"}}`}})
+		"metadata": {`{"event_type": "oncely_action", "event_payload": {"oncely_key": "act-7"}}`}})
 	fmt.Println("posted:", posted["ok"], posted["channel"], posted["ts"])
 	fmt.Println("in history at once:", history())
 	clk.Advance(5 * time.Second)

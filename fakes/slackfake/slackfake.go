@@ -77,10 +77,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/fakehttp"
 )
 
 // KindMessage is a message posted through chat.postMessage.
@@ -88,7 +88,7 @@ const KindMessage = "slack.message"
 
 // MetadataKeyField is the event_payload field the journal reads the key
 // from (the field package providers/slack writes).
-const MetadataKeyField = "idem_key"
+const MetadataKeyField = "oncely_key"
 
 // MaxTextLen is the longest text chat.postMessage accepts.
 const MaxTextLen = 40000

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/slackfake"
-	"github.com/idemkit/idemkit/internal/nodetools"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/slackfake"
+	"github.com/oncely/oncely/internal/nodetools"
 )
 
 const (
@@ -62,7 +62,7 @@ func (r reply) err() string { s, _ := r.body["error"].(string); return s }
 func post(t *testing.T, s *slackfake.Server, key, text string) reply {
 	t.Helper()
 	return form(t, s, "chat.postMessage", url.Values{"channel": {general}, "text": {text},
-		"metadata": {`{"event_type":"idemkit_action","event_payload":{"idem_key":"` + key + `"}}`}})
+		"metadata": {`{"event_type":"oncely_action","event_payload":{"oncely_key":"` + key + `"}}`}})
 }
 
 func TestPostAndHistory(t *testing.T) {
@@ -90,7 +90,7 @@ func TestPostAndHistory(t *testing.T) {
 	cursor := h.body["response_metadata"].(map[string]any)["next_cursor"].(string)
 	h = form(t, s, "conversations.history", url.Values{"channel": {general}, "include_all_metadata": {"1"}, "limit": {"1"}, "cursor": {cursor}})
 	msgs = h.body["messages"].([]any)
-	if len(msgs) != 1 || msgs[0].(map[string]any)["metadata"].(map[string]any)["event_payload"].(map[string]any)["idem_key"] != "k1" || h.body["has_more"] != false {
+	if len(msgs) != 1 || msgs[0].(map[string]any)["metadata"].(map[string]any)["event_payload"].(map[string]any)["oncely_key"] != "k1" || h.body["has_more"] != false {
 		t.Fatalf("page 2: %s", h.raw)
 	}
 	// Without include_all_metadata no metadata; oldest is exclusive
@@ -154,7 +154,7 @@ func TestJSONBodyAndBearer(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
 	r, err := testutil.Do(s.Client(), "POST", s.URL+"/api/chat.postMessage",
-		map[string]any{"channel": general, "text": "hi", "metadata": map[string]any{"event_type": "e", "event_payload": map[string]any{"idem_key": "k"}}},
+		map[string]any{"channel": general, "text": "hi", "metadata": map[string]any{"event_type": "e", "event_payload": map[string]any{"oncely_key": "k"}}},
 		"Authorization", "Bearer "+token)
 	if err != nil || r.Status != 200 || r.Get("ok") != true || r.Str("message", "metadata", "event_type") != "e" {
 		t.Fatalf("%v %s", err, r.Raw)
@@ -205,7 +205,7 @@ func TestRateLimits(t *testing.T) {
 func TestOfficialNodeClient(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	out := nodetools.Run(t, "slack", "session.mjs", "SLACK_API_URL="+s.URL+"/api/", "SLACK_TOKEN="+token, "SLACK_CHANNEL="+general, "IDEM_KEY=key-1")
+	out := nodetools.Run(t, "slack", "session.mjs", "SLACK_API_URL="+s.URL+"/api/", "SLACK_TOKEN="+token, "SLACK_CHANNEL="+general, "ONCELY_KEY=key-1")
 	steps := map[string]map[string]any{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/fakes/stripefake/stripemocktest"
+	"github.com/oncely/oncely/fakes/stripefake"
+	"github.com/oncely/oncely/fakes/stripefake/stripemocktest"
 )
 
 func TestMain(m *testing.M) { os.Exit(stripemocktest.Main(m)) }
@@ -78,7 +78,7 @@ var diffTable = []diffCase{
 	{method: "POST", path: "/v1/payment_intents", params: piBase + "&setup_future_usage=on_session"},
 	{method: "POST", path: "/v1/payment_intents", params: piBase + "&confirm=true&off_session=true&payment_method=pm_card_visa&payment_method_types[]=card"},
 	{method: "POST", path: "/v1/payment_intents", params: piBase + "&confirm=true&off_session=one_off&payment_method=pm_card_visa&payment_method_types[]=card"},
-	{method: "POST", path: "/v1/payment_intents", params: piBase + "&description=order+7&receipt_email=jenny%40example.com&metadata[order]=7&metadata[idem_key]=k1"},
+	{method: "POST", path: "/v1/payment_intents", params: piBase + "&description=order+7&receipt_email=jenny%40example.com&metadata[order]=7&metadata[oncely_key]=k1"},
 	{method: "POST", path: "/v1/payment_intents", params: piBase + "&payment_method=pm_card_visa"},
 	{method: "POST", path: "/v1/payment_intents", params: piBase + "&expand[]=customer"},
 	{method: "POST", path: "/v1/payment_intents", params: piBase + "&expand[]=payment_method&payment_method=pm_card_visa"},
@@ -167,7 +167,7 @@ var diffTable = []diffCase{
 
 	// Search PaymentIntents.
 	{method: "GET", path: "/v1/payment_intents/search", params: "query=status%3A%27succeeded%27"},
-	{method: "GET", path: "/v1/payment_intents/search", params: "query=metadata%5B%27idem_key%27%5D%3A%27k1%27&limit=100"},
+	{method: "GET", path: "/v1/payment_intents/search", params: "query=metadata%5B%27oncely_key%27%5D%3A%27k1%27&limit=100"},
 	{method: "GET", path: "/v1/payment_intents/search", params: "query=amount%3E1000+AND+currency%3A%27usd%27"},
 	{method: "GET", path: "/v1/payment_intents/search", params: "query=amount%3E1000+currency%3A%27usd%27"},
 	{method: "GET", path: "/v1/payment_intents/search", params: "query=status%3A%27succeeded%27+or+status%3A%27canceled%27"},

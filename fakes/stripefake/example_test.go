@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/idemkit/idemkit/fakes/stripefake"
+	"github.com/oncely/oncely/fakes/stripefake"
 )
 
 // A keyed create sent twice commits one PaymentIntent; the second answer is
@@ -16,7 +16,7 @@ func Example() {
 	s := stripefake.NewServer(&stripefake.Config{Seed: 1})
 	defer s.Close()
 
-	form := url.Values{"amount": {"2000"}, "currency": {"usd"}, "metadata[idem_key]": {"order-42"}}
+	form := url.Values{"amount": {"2000"}, "currency": {"usd"}, "metadata[oncely_key]": {"order-42"}}
 	var ids []string
 	for range 2 {
 		req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/payment_intents", strings.NewReader(form.Encode()))
@@ -39,7 +39,7 @@ func Example() {
 	}
 	fmt.Println("same id:", ids[0] == ids[1])
 	for _, e := range s.Journal() {
-		fmt.Println(e.Seq, e.Kind, e.Key, e.Params["amount"], e.Params["metadata.idem_key"])
+		fmt.Println(e.Seq, e.Kind, e.Key, e.Params["amount"], e.Params["metadata.oncely_key"])
 	}
 	// Output:
 	// 200 requires_payment_method replayed: false

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/stripefake"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/stripefake"
 )
 
 const piRoute = "POST /v1/payment_intents"
 
 func keyedCreate(key string, client *http.Client) request {
-	return request{method: http.MethodPost, path: "/v1/payment_intents", key: key, body: piForm("1000", "metadata[idem_key]", key).Encode(), client: client}
+	return request{method: http.MethodPost, path: "/v1/payment_intents", key: key, body: piForm("1000", "metadata[oncely_key]", key).Encode(), client: client}
 }
 
 func TestFailBeforeCommitSavesNothing(t *testing.T) {

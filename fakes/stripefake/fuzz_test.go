@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes/stripefake"
+	"github.com/oncely/oncely/fakes/stripefake"
 )
 
 // Whatever the body, the fake answers a Stripe-shaped JSON object with a

@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/stripefake"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/stripefake"
 )
 
 const testKey = "sk_test_4eC39HqLyjWDarjtT1zdp7dc"

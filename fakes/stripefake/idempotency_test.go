@@ -9,23 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/stripefake"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/stripefake"
 )
 
 func TestIdempotentReplay(t *testing.T) {
 	t.Parallel()
 	s := start(t, nil)
-	first := post(t, s, "/v1/payment_intents", "act-1", piForm("1000", "metadata[idem_key]", "act-1", "expand[]", "latest_charge"))
+	first := post(t, s, "/v1/payment_intents", "act-1", piForm("1000", "metadata[oncely_key]", "act-1", "expand[]", "latest_charge"))
 	wantStatus(t, first, http.StatusOK)
 	if first.Header.Get("Idempotent-Replayed") != "" {
 		t.Fatal("first response marked as a replay")
 	}
 	// Same parameters in another order and array notation.
 	second := call(t, s, request{method: http.MethodPost, path: "/v1/payment_intents", key: "act-1",
-		body: "expand[0]=latest_charge&metadata[idem_key]=act-1&currency=usd&amount=1000"})
+		body: "expand[0]=latest_charge&metadata[oncely_key]=act-1&currency=usd&amount=1000"})
 	wantStatus(t, second, http.StatusOK)
 	if second.Raw != first.Raw || second.Header.Get("Idempotent-Replayed") != "true" ||
 		second.Header.Get("Idempotency-Key") != "act-1" || second.Header.Get("Original-Request") != first.Header.Get("Request-Id") ||
@@ -145,7 +145,7 @@ func TestConcurrentRequestsWithOneKey(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			replies[i], errs[i] = send(s, request{method: http.MethodPost, path: "/v1/payment_intents", key: "same", body: piForm("4200", "metadata[idem_key]", "same").Encode()})
+			replies[i], errs[i] = send(s, request{method: http.MethodPost, path: "/v1/payment_intents", key: "same", body: piForm("4200", "metadata[oncely_key]", "same").Encode()})
 		})
 	}
 	wg.Wait()

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/internal/testutil"
 )
 
 // A PaymentIntent goes through its routes as in Stripe: created without a

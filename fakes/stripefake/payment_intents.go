@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 var (

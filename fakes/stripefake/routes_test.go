@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/stripefake"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/stripefake"
 )
 
 func TestCreateAndRetrievePaymentIntent(t *testing.T) {
@@ -22,12 +22,12 @@ func TestCreateAndRetrievePaymentIntent(t *testing.T) {
 	clock := testutil.NewClock()
 	s := start(t, &stripefake.Config{Clock: clock})
 	r := post(t, s, "/v1/payment_intents", "k1", piForm("2000",
-		"metadata[idem_key]", "act_1", "payment_method_types[]", "card", "description", "Order 42"))
+		"metadata[oncely_key]", "act_1", "payment_method_types[]", "card", "description", "Order 42"))
 	wantStatus(t, r, http.StatusOK)
 	id := r.Str("id")
 	if !strings.HasPrefix(id, "pi_") || r.Str("object") != "payment_intent" || r.Num("amount") != 2000 ||
 		r.Str("currency") != "usd" || r.Str("status") != "requires_payment_method" || r.Get("livemode") != false ||
-		r.Str("metadata", "idem_key") != "act_1" || int64(r.Num("created")) != clock.Now().Unix() ||
+		r.Str("metadata", "oncely_key") != "act_1" || int64(r.Num("created")) != clock.Now().Unix() ||
 		!strings.HasPrefix(r.Str("client_secret"), id+"_secret_") {
 		t.Fatalf("unexpected PaymentIntent: %s", r.Raw)
 	}
@@ -45,7 +45,7 @@ func TestCreateAndRetrievePaymentIntent(t *testing.T) {
 	}
 	e := journal[0]
 	if e.Kind != fakes.KindPaymentIntent || e.ID != id || e.Key != "k1" || e.Params["amount"] != "2000" ||
-		e.Params["metadata.idem_key"] != "act_1" || !e.At.Equal(clock.Now()) {
+		e.Params["metadata.oncely_key"] != "act_1" || !e.At.Equal(clock.Now()) {
 		t.Fatalf("effect = %+v", e)
 	}
 	wantError(t, get(t, s, "/v1/payment_intents/pi_missing"), http.StatusNotFound, "invalid_request_error", "resource_missing")
@@ -265,9 +265,9 @@ func TestSearchLagsAndMatches(t *testing.T) {
 	t.Parallel()
 	clock := testutil.NewClock()
 	s := start(t, &stripefake.Config{Clock: clock, SearchLag: time.Minute})
-	a := post(t, s, "/v1/payment_intents", "", piForm("500", "metadata[idem_key]", "key-a", "metadata[tenant]", "acme"))
+	a := post(t, s, "/v1/payment_intents", "", piForm("500", "metadata[oncely_key]", "key-a", "metadata[tenant]", "acme"))
 	clock.Advance(time.Second)
-	b := post(t, s, "/v1/payment_intents", "", piForm("900", "metadata[idem_key]", "key-b", "confirm", "true", "payment_method", "pm_card_visa", "payment_method_types[]", "card"))
+	b := post(t, s, "/v1/payment_intents", "", piForm("900", "metadata[oncely_key]", "key-b", "confirm", "true", "payment_method", "pm_card_visa", "payment_method_types[]", "card"))
 	search := func(q string, extra ...string) reply {
 		t.Helper()
 		v := url.Values{"query": {q}}
@@ -278,19 +278,19 @@ func TestSearchLagsAndMatches(t *testing.T) {
 		wantStatus(t, r, http.StatusOK)
 		return r
 	}
-	if r := search("metadata['idem_key']:'key-a'"); len(r.Data()) != 0 || r.Str("object") != "search_result" {
+	if r := search("metadata['oncely_key']:'key-a'"); len(r.Data()) != 0 || r.Str("object") != "search_result" {
 		t.Fatalf("found before the index caught up: %s", r.Raw)
 	}
 	clock.Advance(59 * time.Second) // a is 60 s old, b 59 s
-	if r := search("metadata['idem_key']:'key-a'"); !slices.Equal(testutil.IDs(r.Data()), []string{a.Str("id")}) {
+	if r := search("metadata['oncely_key']:'key-a'"); !slices.Equal(testutil.IDs(r.Data()), []string{a.Str("id")}) {
 		t.Fatalf("a after the lag: %s", r.Raw)
 	}
-	if r := search(`metadata["idem_key"]:"key-b"`); len(r.Data()) != 0 {
+	if r := search(`metadata["oncely_key"]:"key-b"`); len(r.Data()) != 0 {
 		t.Fatalf("b visible 59 s after creation with a 60 s lag")
 	}
 	clock.Advance(time.Second)
 	for q, want := range map[string][]string{
-		`metadata["idem_key"]:"key-b"`:                            {b.Str("id")},
+		`metadata["oncely_key"]:"key-b"`:                          {b.Str("id")},
 		"status:'succeeded'":                                      {b.Str("id")},
 		"-status:'succeeded'":                                     {a.Str("id")},
 		"amount>=500 AND currency:'usd'":                          {b.Str("id"), a.Str("id")},
@@ -299,14 +299,14 @@ func TestSearchLagsAndMatches(t *testing.T) {
 		"amount>=500 currency:'usd'":                              {b.Str("id"), a.Str("id")},
 		"amount>600 or metadata['tenant']:'acme'":                 {b.Str("id"), a.Str("id")},
 		"amount>600 Or metadata['tenant']:'acme'":                 {b.Str("id"), a.Str("id")},
-		"metadata['idem_key']:'KEY-A' and currency:'USD'":         {a.Str("id")},
-		"metadata['idem_key']:'key'":                              nil,
+		"metadata['oncely_key']:'KEY-A' and currency:'USD'":       {a.Str("id")},
+		"metadata['oncely_key']:'key'":                            nil,
 		"amount:500":                                              {a.Str("id")},
-		"metadata['idem_key']:'key-a' AND status:'nope'":          nil,
-		`metadata['idem_key']:'it\'s'`:                            nil,
+		"metadata['oncely_key']:'key-a' AND status:'nope'":        nil,
+		`metadata['oncely_key']:'it\'s'`:                          nil,
 		"created<" + strconv.FormatInt(clock.Now().Unix()-60, 10): {a.Str("id")},
 		"customer:'cus_1'":                                        nil,
-		"metadata['idem_key']:'key-a'  AND  amount:500 ":          {a.Str("id")},
+		"metadata['oncely_key']:'key-a'  AND  amount:500 ":        {a.Str("id")},
 	} {
 		if got := testutil.IDs(search(q).Data()); !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 			t.Errorf("search %q = %v, want %v", q, got, want)
@@ -322,7 +322,7 @@ func TestSearchLagsAndMatches(t *testing.T) {
 		t.Fatalf("search page 2: %s", p2.Raw)
 	}
 	for _, bad := range []string{"", "colour:'red'", "status:succeeded", "amount:'x'", "status>'a'", "a:1 AND b:2 OR c:3",
-		"status:'a' AND amount:1 OR amount:2", "metadata[k]:'v'", "metadata['k':'v'", "status:'unterminated", "amount~'abc'", "status~'ab'", "metadata['idem_key']~'key'", "status:'a'status:'b'", "status:'a' or amount:1 amount:2", "status:'a' XOR status:'b'"} {
+		"status:'a' AND amount:1 OR amount:2", "metadata[k]:'v'", "metadata['k':'v'", "status:'unterminated", "amount~'abc'", "status~'ab'", "metadata['oncely_key']~'key'", "status:'a'status:'b'", "status:'a' or amount:1 amount:2", "status:'a' XOR status:'b'"} {
 		r := get(t, s, "/v1/payment_intents/search?"+url.Values{"query": {bad}}.Encode())
 		if r.Status != http.StatusBadRequest || r.Str("error", "type") != "invalid_request_error" {
 			t.Errorf("query %q: %d %s", bad, r.Status, r.Raw)
@@ -337,10 +337,10 @@ func TestRefunds(t *testing.T) {
 	pi := post(t, s, "/v1/payment_intents", "", piForm("1000", "payment_method_types[]", "card", "confirm", "true", "payment_method", "pm_card_visa"))
 	piID, chID := pi.Str("id"), pi.Str("latest_charge")
 
-	r1 := post(t, s, "/v1/refunds", "rf-1", url.Values{"payment_intent": {piID}, "amount": {"300"}, "metadata[idem_key]": {"act-9"}, "reason": {"requested_by_customer"}})
+	r1 := post(t, s, "/v1/refunds", "rf-1", url.Values{"payment_intent": {piID}, "amount": {"300"}, "metadata[oncely_key]": {"act-9"}, "reason": {"requested_by_customer"}})
 	wantStatus(t, r1, http.StatusOK)
 	if !strings.HasPrefix(r1.Str("id"), "re_") || r1.Str("object") != "refund" || r1.Num("amount") != 300 || r1.Str("charge") != chID ||
-		r1.Str("payment_intent") != piID || r1.Str("status") != "succeeded" || r1.Str("metadata", "idem_key") != "act-9" {
+		r1.Str("payment_intent") != piID || r1.Str("status") != "succeeded" || r1.Str("metadata", "oncely_key") != "act-9" {
 		t.Fatalf("refund: %s", r1.Raw)
 	}
 	tooMuch := post(t, s, "/v1/refunds", "rf-2", url.Values{"payment_intent": {piID}, "amount": {"701"}})
@@ -376,7 +376,7 @@ func TestRefunds(t *testing.T) {
 	}
 	wantError(t, get(t, s, "/v1/refunds/re_nope"), http.StatusNotFound, "invalid_request_error", "resource_missing")
 	refunds := fakes.Filter(s.Journal(), fakes.KindRefund, "")
-	if len(refunds) != 3 || refunds[0].Key != "rf-1" || refunds[0].Params["amount"] != "300" || refunds[0].Params["payment_intent"] != piID || refunds[0].Params["metadata.idem_key"] != "act-9" {
+	if len(refunds) != 3 || refunds[0].Key != "rf-1" || refunds[0].Params["amount"] != "300" || refunds[0].Params["payment_intent"] != piID || refunds[0].Params["metadata.oncely_key"] != "act-9" {
 		t.Fatalf("refund effects: %+v", refunds)
 	}
 }

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/fakehttp"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/fakehttp"
 )
 
 // DefaultKeyWindow is how long an idempotency key is remembered by default.
@@ -53,11 +53,11 @@ type Handler struct {
 	piOrder        []*paymentIntent
 	chargeOrder    []*charge
 	refundOrder    []*refund
-	keys           map[string]*idemEntry
+	keys           map[string]*oncelyEntry
 }
 
-// idemEntry is the state of one idempotency key.
-type idemEntry struct {
+// oncelyEntry is the state of one idempotency key.
+type oncelyEntry struct {
 	endpoint  string // "POST /v1/payment_intents"
 	params    string // canonical parameters
 	at        time.Time
@@ -154,7 +154,7 @@ func (h *Handler) resetState() {
 	h.charges = map[string]*charge{}
 	h.refunds = map[string]*refund{}
 	h.piOrder, h.chargeOrder, h.refundOrder = nil, nil, nil
-	h.keys = map[string]*idemEntry{}
+	h.keys = map[string]*oncelyEntry{}
 }
 
 // Server is a Handler listening on a loopback address, like
@@ -250,7 +250,7 @@ func (h *Handler) idempotent(ctx context.Context, d fault.Decision, ep endpoint,
 	claimed := false
 	switch {
 	case e == nil:
-		e = &idemEntry{endpoint: endpointName, params: canonical, at: now, requestID: reqID}
+		e = &oncelyEntry{endpoint: endpointName, params: canonical, at: now, requestID: reqID}
 		h.keys[c.key] = e
 		claimed = true
 	case e.endpoint != endpointName:

@@ -9,10 +9,10 @@ import (
 
 	"github.com/stripe/stripe-go/v82"
 
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/internal/testutil"
-	"github.com/idemkit/idemkit/fakes/stripefake"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/internal/testutil"
+	"github.com/oncely/oncely/fakes/stripefake"
 )
 
 // stripeClient is the official client pointed at the fake, with its own
@@ -37,7 +37,7 @@ func createParams(key string, amount int64) *stripe.PaymentIntentCreateParams {
 		Currency:           stripe.String(string(stripe.CurrencyUSD)),
 		PaymentMethodTypes: stripe.StringSlice([]string{"card"}),
 	}
-	p.AddMetadata("idem_key", key)
+	p.AddMetadata("oncely_key", key)
 	p.SetIdempotencyKey(key)
 	return p
 }
@@ -72,7 +72,7 @@ func TestStripeGoIdempotency(t *testing.T) {
 	if err != nil {
 		t.Fatalf("repeat: %v", err)
 	}
-	if second.ID != first.ID || first.Metadata["idem_key"] != "act-1" || first.Amount != 2000 || first.Status != stripe.PaymentIntentStatusRequiresPaymentMethod {
+	if second.ID != first.ID || first.Metadata["oncely_key"] != "act-1" || first.Amount != 2000 || first.Status != stripe.PaymentIntentStatusRequiresPaymentMethod {
 		t.Fatalf("first %+v, second %+v", first, second)
 	}
 	if h := second.LastResponse.Header; h.Get("Idempotent-Replayed") != "true" || second.LastResponse.IdempotencyKey != "act-1" {
@@ -87,8 +87,8 @@ func TestStripeGoIdempotency(t *testing.T) {
 	if !errors.As(err, &serr) || serr.Type != stripe.ErrorTypeIdempotency || serr.HTTPStatusCode != http.StatusBadRequest {
 		t.Fatalf("reuse with another amount: %v", err)
 	}
-	var idemErr *stripe.IdempotencyError
-	if !errors.As(err, &idemErr) {
+	var oncelyErr *stripe.IdempotencyError
+	if !errors.As(err, &oncelyErr) {
 		t.Fatalf("reuse error is not a *stripe.IdempotencyError: %T", serr.Err)
 	}
 	if got := fakes.Filter(s.Journal(), fakes.KindPaymentIntent, ""); len(got) != 1 || got[0].ID != first.ID {
@@ -136,7 +136,7 @@ func TestStripeGoObjectsAndErrors(t *testing.T) {
 	}
 
 	refundParams := &stripe.RefundCreateParams{PaymentIntent: stripe.String(pi.ID), Amount: stripe.Int64(1200)}
-	refundParams.AddMetadata("idem_key", "ref-1")
+	refundParams.AddMetadata("oncely_key", "ref-1")
 	refundParams.SetIdempotencyKey("ref-1")
 	re, err := sc.V1Refunds.Create(ctx, refundParams)
 	if err != nil || re.Amount != 1200 || re.PaymentIntent == nil || re.PaymentIntent.ID != pi.ID || re.Status != stripe.RefundStatusSucceeded {
@@ -174,7 +174,7 @@ func TestStripeGoObjectsAndErrors(t *testing.T) {
 
 	search := func() []string {
 		var found []string
-		sp := &stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{Query: "metadata['idem_key']:'pay-1'"}}
+		sp := &stripe.PaymentIntentSearchParams{SearchParams: stripe.SearchParams{Query: "metadata['oncely_key']:'pay-1'"}}
 		for pi, err := range sc.V1PaymentIntents.Search(ctx, sp) {
 			if err != nil {
 				t.Fatalf("search: %v", err)

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/idemkit/idemkit/internal/clip"
+	"github.com/oncely/oncely/internal/clip"
 )
 
 func TestString(t *testing.T) {

@@ -24,8 +24,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Counts are what was done with one tool.

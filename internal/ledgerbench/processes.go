@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Environment of a process started by ContentionProcesses.

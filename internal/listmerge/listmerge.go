@@ -7,7 +7,7 @@ package listmerge
 import (
 	"context"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Request asks one source for up to N records after the position After.

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/listmerge"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/internal/listmerge"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Sources of every shape (empty, skewed, filtering, many ties) merge into

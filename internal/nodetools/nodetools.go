@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 type setup struct {

@@ -65,7 +65,7 @@ func NPMCI(ctx context.Context, dir string) error {
 // npmCI is NPMCI with the npm to run.
 func npmCI(ctx context.Context, dir, npm string) error {
 	sum := sha256.Sum256([]byte(dir))
-	lockPath := filepath.Join(os.TempDir(), fmt.Sprintf("idemkit-npmci-%d-%s.lock", os.Getuid(), hex.EncodeToString(sum[:8])))
+	lockPath := filepath.Join(os.TempDir(), fmt.Sprintf("oncely-npmci-%d-%s.lock", os.Getuid(), hex.EncodeToString(sum[:8])))
 	target := filepath.Join(dir, "node_modules")
 	return once(lockPath, target, func() error {
 		staging := filepath.Join(dir, ".node_modules.staging")

@@ -50,7 +50,7 @@ func RepoRoot() (string, error) {
 }
 
 // RootModule is the module path of the repository's root module.
-const RootModule = "github.com/idemkit/idemkit"
+const RootModule = "github.com/oncely/oncely"
 
 // modulePath returns the path a go.mod's module directive names.
 func modulePath(gomod []byte) string {

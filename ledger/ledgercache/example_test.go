@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger/ledgercache"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger/ledgercache"
+	"github.com/oncely/oncely/ledger/ledgermem"
 )
 
 // A cache in front of the ledger answers repeats of actions this process

@@ -23,8 +23,8 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Defaults of Config.

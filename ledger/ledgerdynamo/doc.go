@@ -1,6 +1,6 @@
 // Package ledgerdynamo is a ledger.Store on Amazon DynamoDB
 // (aws-sdk-go-v2), built on conditional writes: the distributed backend of
-// idemkit.
+// oncely.
 //
 // CreateTable makes the table (partition key pk, the action key; a TTL on
 // expires_at; the index state-lease_until for List and the sweeper), and

@@ -6,16 +6,16 @@ import (
 	"log"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
 )
 
 // Create the table once, then claim before acting and record the outcome;
 // a repeat of the action finds it done.
 func Example() {
 	ctx := context.Background()
-	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "idemkit-ledger"
+	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "oncely-ledger"
 	if err := ledgerdynamo.CreateTable(ctx, client, table, nil); err != nil {
 		log.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func Example() {
 // A sweeper lists the pending claims whose lease has lapsed.
 func ExampleStore_List() {
 	ctx := context.Background()
-	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "idemkit-ledger"
+	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "oncely-ledger"
 	if err := ledgerdynamo.CreateTable(ctx, client, table, nil); err != nil {
 		log.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Attributes names the attributes of the table, so that the Store can use
@@ -69,7 +69,7 @@ type Layout struct {
 	// KeyPrefix is prepended to the action key in the attribute that holds
 	// it (Attributes.Key, or SortKey), and stripped when reading, so that
 	// ledger records are told apart from the other items of a shared
-	// table (for example "idem#").
+	// table (for example "oncely#").
 	KeyPrefix string
 	// Index names the global secondary index that List (and so the
 	// sweeper) queries: on (Attributes.State, Attributes.LeaseUntil)

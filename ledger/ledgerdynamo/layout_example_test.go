@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
 )
 
 // claimAndComplete claims key and records it done, as the Executor does.
@@ -81,7 +81,7 @@ func ExampleAttributes() {
 	// id=refund-7f3a status=done expiration=N summary=refunded
 }
 
-// A single-table design: the ledger's records share a partition ("IDEMKIT"
+// A single-table design: the ledger's records share a partition ("ONCELY"
 // here, or one per tenant) and the action key is the sort key. The table's
 // other items live in other partitions.
 func ExampleLayout_partitionKeyValue() {
@@ -89,7 +89,7 @@ func ExampleLayout_partitionKeyValue() {
 	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "app"
 	layout := ledgerdynamo.Layout{
 		Attributes:        ledgerdynamo.Attributes{Key: "PK"},
-		PartitionKeyValue: "IDEMKIT",
+		PartitionKeyValue: "ONCELY",
 		SortKey:           "SK",
 	}
 	if err := ledgerdynamo.CreateTable(ctx, client, table, &ledgerdynamo.TableOptions{Layout: layout}); err != nil {
@@ -105,7 +105,7 @@ func ExampleLayout_partitionKeyValue() {
 	}
 	fmt.Println("Get:", rec.Key, rec.State)
 	// Output:
-	// PK=IDEMKIT SK=refund-7f3a state=done
+	// PK=ONCELY SK=refund-7f3a state=done
 	// Get: refund-7f3a done
 }
 
@@ -115,7 +115,7 @@ func ExampleLayout_partitionKeyValue() {
 func ExampleLayout_keyPrefix() {
 	ctx := context.Background()
 	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "app"
-	layout := ledgerdynamo.Layout{KeyPrefix: "idem#"}
+	layout := ledgerdynamo.Layout{KeyPrefix: "oncely#"}
 	if err := ledgerdynamo.CreateTable(ctx, client, table, &ledgerdynamo.TableOptions{Layout: layout}); err != nil {
 		log.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func ExampleLayout_keyPrefix() {
 	}
 	fmt.Println("List:", recs[0].Key)
 	// Output:
-	// pk=idem#refund-7f3a state=done
+	// pk=oncely#refund-7f3a state=done
 	// List: refund-7f3a
 }
 
@@ -139,7 +139,7 @@ func ExampleLayout_keyPrefix() {
 // Every process on the table, the sweeper included, uses the same layout.
 func ExampleLayout_shards() {
 	ctx := context.Background()
-	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "idemkit-ledger"
+	client, table := dynalitetest.ForExamples() // the application: dynamodb.NewFromConfig(cfg), "oncely-ledger"
 	layout := ledgerdynamo.Layout{Shards: ledgerdynamo.DefaultShards}
 	if err := ledgerdynamo.CreateTable(ctx, client, table, &ledgerdynamo.TableOptions{Layout: layout}); err != nil {
 		log.Fatal(err)
@@ -161,10 +161,10 @@ func ExampleLayout_shards() {
 // InitTable prepares the table for a layout and says what it did. Here it
 // creates the table; on a table made without the sharded index it adds
 // the index and files the records under it, as
-// idem ledger init --ledger 'dynamodb://TABLE?region=REGION&shards=64' does.
+// oncely ledger init --ledger 'dynamodb://TABLE?region=REGION&shards=64' does.
 func ExampleInitTable() {
 	ctx := context.Background()
-	client, table := dynalitetest.ForExamples() // the setup: dynamodb.NewFromConfig(cfg), "idemkit-ledger"
+	client, table := dynalitetest.ForExamples() // the setup: dynamodb.NewFromConfig(cfg), "oncely-ledger"
 	opts := &ledgerdynamo.TableOptions{Layout: ledgerdynamo.Layout{Shards: ledgerdynamo.DefaultShards}}
 	rep, err := ledgerdynamo.InitTable(ctx, client, table, opts)
 	if err != nil {

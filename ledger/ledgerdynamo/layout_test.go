@@ -15,12 +15,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgertest"
 )
 
 // powertools names the attributes as a table made for Powertools for AWS
@@ -42,9 +42,9 @@ var layouts = []struct {
 	{"attributes", ledgerdynamo.Layout{Attributes: powertools, Index: "status-in_progress_expiration"}},
 	{"partition value", ledgerdynamo.Layout{
 		Attributes:        ledgerdynamo.Attributes{Key: "PK"},
-		PartitionKeyValue: "IDEMKIT", SortKey: "SK",
+		PartitionKeyValue: "ONCELY", SortKey: "SK",
 	}},
-	{"key prefix", ledgerdynamo.Layout{KeyPrefix: "idem#"}},
+	{"key prefix", ledgerdynamo.Layout{KeyPrefix: "oncely#"}},
 	{"sharded", ledgerdynamo.Layout{Shards: 4}},
 	{"all", ledgerdynamo.Layout{
 		Attributes:        ledgerdynamo.Attributes{Key: "PK", State: "status", ExpiresAt: "ttl", Owner: "name", Shard: "status_shard"},
@@ -83,7 +83,7 @@ func TestLayoutsShareTable(t *testing.T) {
 	}{
 		{"key prefix", ledgerdynamo.Layout{KeyPrefix: "a#"}, ledgerdynamo.Layout{KeyPrefix: "b#"}},
 		{"partition value", tenant("TENANT#a", ""), tenant("TENANT#b", "")},
-		{"prefix in one partition", tenant("IDEM", "a#"), tenant("IDEM", "b#")},
+		{"prefix in one partition", tenant("ONCELY", "a#"), tenant("ONCELY", "b#")},
 		{"sharded", ledgerdynamo.Layout{KeyPrefix: "a#", Shards: 4}, ledgerdynamo.Layout{KeyPrefix: "b#", Shards: 4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

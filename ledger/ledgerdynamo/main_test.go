@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
 )
 
 // The tests run against the server of dynalitetest: DYNAMODB_ENDPOINT, or

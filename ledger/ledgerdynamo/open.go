@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // OpenAPI is what Open needs: the Store's API and DescribeTable;
@@ -59,7 +59,7 @@ func Open(ctx context.Context, api OpenAPI, table string, cfg *Config) (*Store, 
 	var missing *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &missing):
-		return nil, fmt.Errorf("%w: ledgerdynamo: table %s does not exist (%w; CreateTable or idem ledger init creates it)", ledger.ErrConfig, table, ErrNoTable)
+		return nil, fmt.Errorf("%w: ledgerdynamo: table %s does not exist (%w; CreateTable or oncely ledger init creates it)", ledger.ErrConfig, table, ErrNoTable)
 	case err != nil:
 		return nil, err
 	}

@@ -17,9 +17,9 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/internal/listmerge"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/internal/listmerge"
+	"github.com/oncely/oncely/ledger"
 )
 
 // API is the part of the DynamoDB client the Store uses; *dynamodb.Client
@@ -71,7 +71,7 @@ type Config struct {
 	Layout Layout
 	// AllowEventualReplicas lets Open accept a global table whose
 	// replicas are eventually consistent across Regions. It is safe only
-	// when every ledger write (every Store, the sweeper, idem) goes to
+	// when every ledger write (every Store, the sweeper, oncely) goes to
 	// one Region: a claim is checked against the replica of the Region it
 	// is sent to, and DynamoDB settles concurrent writes in two Regions
 	// by last writer wins, silently, so two agents in two Regions can

@@ -217,7 +217,7 @@ func (l layout) checkSchema(d *types.TableDescription) error {
 		}
 	}
 	if l.shards > 0 {
-		return fmt.Errorf("index %s is missing (InitTable, or idem ledger init, adds it)", l.index)
+		return fmt.Errorf("index %s is missing (InitTable, or oncely ledger init, adds it)", l.index)
 	}
 	return fmt.Errorf("index %s is missing", l.index)
 }

@@ -18,9 +18,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/internal/watch"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/internal/watch"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Config tunes a Store. The zero value selects the defaults.

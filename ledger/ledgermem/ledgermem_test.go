@@ -3,10 +3,10 @@ package ledgermem_test
 import (
 	"testing"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/ledger/ledgertest"
 )
 
 func TestConformance(t *testing.T) {

@@ -2,7 +2,7 @@
 // whose runs and checkpoints already live in PostgreSQL, so that the
 // ledger shares their database, their backups and their failover.
 //
-// Migrate creates or upgrades the table (public.idemkit_records by
+// Migrate creates or upgrades the table (public.oncely_records by
 // default; Config.Schema and Config.Table) under a transaction-scoped
 // advisory lock, so several processes may run it at once; a table written
 // by a newer version of the package is refused with ErrSchemaVersion. New

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // ListQuery is the query of s's List for f, with its arguments (the first

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // ErrSchemaVersion is returned by Migrate when the table was migrated by a
@@ -84,7 +84,7 @@ func migrate(ctx context.Context, db Beginner, cfg *Config, upto int) (err error
 		}
 	}()
 	h := fnv.New64a()
-	h.Write([]byte("idemkit/ledgerpg:" + c.Schema + "." + c.Table))
+	h.Write([]byte("oncely/ledgerpg:" + c.Schema + "." + c.Table))
 	exec := func(sql string, args ...any) error {
 		_, err := tx.Exec(ctx, sql, append([]any{c.ExecMode}, args...)...)
 		return err
@@ -119,7 +119,7 @@ func migrate(ctx context.Context, db Beginner, cfg *Config, upto int) (err error
 			switch kind {
 			case "table":
 				return pgx.Identifier{c.Schema, c.Table}.Sanitize()
-			case "channel": // a string literal: "idemkit_" and hex digits
+			case "channel": // a string literal: "oncely_" and hex digits
 				return "'" + settledChannel(c.Schema, c.Table) + "'"
 			case "index":
 				return pgx.Identifier{c.Table + "_" + name}.Sanitize()

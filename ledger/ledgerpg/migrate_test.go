@@ -13,9 +13,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerpg"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerpg"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
 )
 
 // Eight sessions migrate the same new table at once: all succeed, the
@@ -58,7 +58,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	for _, want := range []string{"(key)", "(state, lease_until, key) WHERE (state = ANY (ARRAY['pending'::text, 'uncertain'::text]))",
 		"(expires_at) WHERE (state = ANY (ARRAY['done'::text, 'failed'::text]))", "(run_id)",
 		"(state, lease_until, key) WHERE (state = ANY (ARRAY['done'::text, 'failed'::text]))",
-		"(lease_until, key) WHERE (run_id = 'idemkit/counters'::text)"} {
+		"(lease_until, key) WHERE (run_id = 'oncely/counters'::text)"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("no index on %s among:\n%s", want, joined)
 		}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
 )
 
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)

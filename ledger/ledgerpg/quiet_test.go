@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerpg"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerpg"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
 )
 
 // raced is what a claim that waited for another session's open

@@ -13,14 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Defaults of Config.
 const (
 	DefaultSchema     = "public"
-	DefaultTable      = "idemkit_records"
+	DefaultTable      = "oncely_records"
 	DefaultPurgeBatch = 1000
 )
 
@@ -39,7 +39,7 @@ type Config struct {
 	// with the server's.
 	Clock clock.Clock
 	// Schema and Table name the ledger table (default public and
-	// idemkit_records): letters, digits and underscores, the table at most
+	// oncely_records): letters, digits and underscores, the table at most
 	// 48 bytes, the schema at most 63.
 	Schema, Table string
 	// ExecMode is how statements are sent (default
@@ -55,7 +55,7 @@ type Config struct {
 	PurgeBatch int
 	// RunIndex makes Migrate create an index on run_id (if it does not
 	// exist), for programs that list the records of one run, of every
-	// state, in a large ledger (idem ledger list --run): without it such a
+	// state, in a large ledger (oncely ledger list --run): without it such a
 	// listing reads the table. It costs an index entry on every write of a
 	// record; the sweeper's listings, of one run too, do not need it.
 	// Migrate never drops the index: DROP INDEX <table>_run does.

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // OpenURL opens a ledger by URL, for programs that choose their ledger by
@@ -71,7 +71,7 @@ func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 }
 
 // TableError is what OpenURL with Config.NoCreate returns when the ledger
-// table does not exist, or needs a migration: Migrate (idem ledger init)
+// table does not exist, or needs a migration: Migrate (oncely ledger init)
 // creates or upgrades it. It matches ledger.ErrConfig.
 type TableError struct {
 	Schema, Table string

@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerpg"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerpg"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
 )
 
 // OpenURL with NoCreate creates nothing: a schema or table that does not
@@ -27,7 +27,7 @@ func TestOpenURLNoCreate(t *testing.T) {
 		sep = "&"
 	}
 	noCreate := &ledgerpg.Config{NoCreate: true}
-	missing := "idemkit_never_" + strings.ReplaceAll(t.Name(), "/", "_")
+	missing := "oncely_never_" + strings.ReplaceAll(t.Name(), "/", "_")
 	_, err := ledgerpg.OpenURL(ctx, u+sep+"schema="+missing, noCreate)
 	var te *ledgerpg.TableError
 	if !errors.As(err, &te) || !errors.Is(err, ledger.ErrConfig) || te.Version != 0 || te.Schema != missing ||
@@ -89,7 +89,7 @@ func TestOpenURLRefusedParameter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pu.Path = "/idemkit_no_such_database"
+	pu.Path = "/oncely_no_such_database"
 	if _, err := ledgerpg.OpenURL(ctx, pu.String(), nil); !errors.Is(err, ledger.ErrConfig) || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("OpenURL of a missing database: %v, want ErrConfig", err)
 	}

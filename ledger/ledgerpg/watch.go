@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idemkit/internal/watch"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/internal/watch"
+	"github.com/oncely/oncely/ledger"
 )
 
 var _ ledger.Watcher = (*Store)(nil)
@@ -47,12 +47,12 @@ type watching struct {
 }
 
 // settledChannel is the notification channel of the table schema.table:
-// "idemkit_" and a hash of the name, within the 63 bytes of an
+// "oncely_" and a hash of the name, within the 63 bytes of an
 // identifier whatever the names' lengths.
 func settledChannel(schema, table string) string {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(schema + "." + table))
-	return "idemkit_" + strconv.FormatUint(h.Sum64(), 16)
+	return "oncely_" + strconv.FormatUint(h.Sum64(), 16)
 }
 
 // newWatching prepares the watch side of a Store on db.
@@ -80,7 +80,7 @@ func newWatching(db Querier, c Config) *watching {
 // Watch of a Store opens a connection of its own (configured as the
 // Store's pool or connection, outside the pool, so it takes one of the
 // server's max_connections), runs LISTEN on the table's channel
-// ("idemkit_" and a hash of the schema and table names), and keeps it
+// ("oncely_" and a hash of the schema and table names), and keeps it
 // until Close; a notification wakes the watches of its key. When the
 // connection breaks, the listener reconnects and wakes every watch, since
 // notifications may have been lost meanwhile.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
 )
 
 // wire is a TCP proxy in front of the test server that counts, on the

@@ -10,11 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/internal/ledgerbench"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/internal/ledgerbench"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
 )
 
 // rawRecord stands for a record in the raw floor: about the size of a done

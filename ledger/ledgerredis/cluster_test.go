@@ -14,11 +14,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/ledger/ledgertest"
 )
 
 // startCluster starts a Redis Cluster of masters servers on loopback
@@ -95,9 +95,9 @@ func TestClusterSpread(t *testing.T) {
 		slices.Sort(n)
 		return n
 	}
-	t.Logf("without Spread: buckets per master %v", share(&ledgerredis.Config{Prefix: "idem"}))
+	t.Logf("without Spread: buckets per master %v", share(&ledgerredis.Config{Prefix: "oncely"}))
 	for _, spread := range []int{16, 48, 100} {
-		for _, prefix := range []string{"idem", "agents", "a-much-longer-prefix-of-a-ledger"} {
+		for _, prefix := range []string{"oncely", "agents", "a-much-longer-prefix-of-a-ledger"} {
 			got := share(&ledgerredis.Config{Prefix: prefix, Spread: spread})
 			if len(got) != 3 || got[2]-got[0] > 1 {
 				t.Errorf("Spread %d, prefix %s: buckets per master %v, want equal shares within one", spread, prefix, got)

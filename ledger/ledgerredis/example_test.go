@@ -8,15 +8,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerredis"
 )
 
 // A claim, its completion, and a repeat answered from Redis, as another
 // process sharing the server would see it.
 func Example() {
 	ctx := context.Background()
-	opts, err := redis.ParseURL(os.Getenv("IDEMKIT_REDIS_URL")) // redis://127.0.0.1:6379/0
+	opts, err := redis.ParseURL(os.Getenv("ONCELY_REDIS_URL")) // redis://127.0.0.1:6379/0
 	if err != nil {
 		panic(err)
 	}
@@ -62,7 +62,7 @@ func Example() {
 // sweeper reconciles.
 func ExampleOpenURL() {
 	ctx := context.Background()
-	url := fmt.Sprintf("%s?prefix=example-%d&wait=0", os.Getenv("IDEMKIT_REDIS_URL"), time.Now().UnixNano())
+	url := fmt.Sprintf("%s?prefix=example-%d&wait=0", os.Getenv("ONCELY_REDIS_URL"), time.Now().UnixNano())
 	// Abandoned claims are kept a minute past their retention (default: a week).
 	store, err := ledgerredis.OpenURL(ctx, url, &ledgerredis.Config{PendingGrace: time.Minute})
 	if err != nil {

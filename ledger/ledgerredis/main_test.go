@@ -9,11 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 
-	"github.com/idemkit/idemkit/internal/ledgerbench"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/internal/ledgerbench"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
 )
 
-// The tests run against the server of redistest: IDEMKIT_REDIS_URL, the
+// The tests run against the server of redistest: ONCELY_REDIS_URL, the
 // one on 127.0.0.1:6379, or a redis-server it starts for this test binary.
 // Servers that single tests start for the whole binary stop at its end.
 // In a child process of TestKilledWhileClaimed or

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
 )
 
 func TestOpenURL(t *testing.T) {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
 )
 
 // scaleServer is a redis-server of the scale benchmarks' own (started once
@@ -93,7 +93,7 @@ func slowlog(b *testing.B, rc *redis.Client) func() map[string]scriptTimes {
 				name = "other"
 			}
 			t := times[name]
-			if f := os.Getenv("IDEMKIT_BENCH_SLOWLOG"); l.Duration > 5*time.Millisecond && f != "" {
+			if f := os.Getenv("ONCELY_BENCH_SLOWLOG"); l.Duration > 5*time.Millisecond && f != "" {
 				// The slow runs, for a look at when they came.
 				if w, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
 					fmt.Fprintf(w, "%s %s %d\n", l.Time.Format("15:04:05"), name, l.Duration.Microseconds())
@@ -187,7 +187,7 @@ type scriptTimes struct {
 // same way after it, each taking as long on average but touching no key
 // (what they record over 5 ms is the machine's); probe-scripts, a script
 // that does nothing, every millisecond beside Purge. With
-// IDEMKIT_BENCH_SLOWLOG naming a file, each run over 5 ms is appended to
+// ONCELY_BENCH_SLOWLOG naming a file, each run over 5 ms is appended to
 // it (second, script, µs).
 func BenchmarkScriptsAt1M(b *testing.B) {
 	ctx := context.Background()

@@ -15,9 +15,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/internal/listmerge"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/internal/listmerge"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Buckets is the number of buckets the records are spread over in the
@@ -33,7 +33,7 @@ const MaxSpread = 256
 
 // Defaults of Config.
 const (
-	DefaultPrefix       = "idem"
+	DefaultPrefix       = "oncely"
 	DefaultWaitTimeout  = time.Second
 	DefaultPendingGrace = 7 * 24 * time.Hour
 )
@@ -56,7 +56,7 @@ type Config struct {
 	// Clock tells the time (default: the system clock). Leases and
 	// retention are compared with it, not with the server's clock.
 	Clock clock.Clock
-	// Prefix starts every key of the ledger (default "idem"). Stores that
+	// Prefix starts every key of the ledger (default "oncely"). Stores that
 	// share a ledger use the same prefix; different prefixes are separate
 	// ledgers on one server.
 	Prefix string
@@ -365,7 +365,7 @@ func checkServer(ctx context.Context, c redis.Cmdable, addr string, d Durability
 // logger, which is one for the whole process (redis.SetLogger); OpenURL
 // leaves it as the program set it. A program that reports the errors
 // itself silences it with redis.SetLogger(&logging.VoidLogger{}), as the
-// idem command does.
+// oncely command does.
 func OpenURL(ctx context.Context, rawurl string, cfg *Config) (*Store, error) {
 	c := Config{}
 	if cfg != nil {

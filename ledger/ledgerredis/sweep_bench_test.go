@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/ledgerbench"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/internal/ledgerbench"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
 )
 
 // One sweep's listing with 10^3 stuck records among 10^3 and among 10^6

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/internal/watch"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/internal/watch"
+	"github.com/oncely/oncely/ledger"
 )
 
 var _ ledger.Watcher = (*Store)(nil)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // BenchmarkReplayAfterWrite times a replay (a Claim of one of 1,000 done

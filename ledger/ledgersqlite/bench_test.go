@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
 )
 
 // actionKey returns a key shaped like the executor's (hex sha256), so that

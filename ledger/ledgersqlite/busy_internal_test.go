@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // holdWriteLock switches the file at path to WAL and holds its write lock

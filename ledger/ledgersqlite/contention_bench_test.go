@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/ledgerbench"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/internal/ledgerbench"
+	"github.com/oncely/oncely/ledger"
 )
 
 // 64 callers in this process, each with its own executor and its own

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // A claim, its completion, and a repeat answered from the file, as another

@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
+	"github.com/oncely/oncely/ledger/ledgertest"
 )
 
 func open(t testing.TB, path string, cfg *ledgersqlite.Config) *ledgersqlite.Store {

@@ -17,8 +17,8 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
 )
 
 // Open opens (creating when missing) the ledger file at path and prepares

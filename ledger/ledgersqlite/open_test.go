@@ -17,8 +17,8 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // Records survive Close and Open; a second Open of the same file finds the

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/ledgerbench"
+	"github.com/oncely/oncely/internal/ledgerbench"
 )
 
 // Fresh actions while Purge deletes 20,000 expired records, 32 a write,

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // schemaVersion is the PRAGMA user_version of the schema below. Version 1

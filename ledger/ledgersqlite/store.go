@@ -12,8 +12,8 @@ import (
 
 	// registers the "sqlite" driver
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
 )
 
 // ErrSchemaVersion is returned by Open when the file was written by a newer

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // heldSync replaces the writer's sync of s (before any write) with one that

@@ -5,8 +5,8 @@ import (
 	"os"
 	"sync"
 
-	"github.com/idemkit/idemkit/internal/watch"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/internal/watch"
+	"github.com/oncely/oncely/ledger"
 )
 
 // settledSuffix names the signal file beside the ledger file: every Store

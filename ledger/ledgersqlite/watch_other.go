@@ -5,7 +5,7 @@ package ledgersqlite
 import (
 	"fmt"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // newFileWatch is not available here: callers poll.

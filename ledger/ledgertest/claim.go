@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 func testClaimAbsent(h *h) {

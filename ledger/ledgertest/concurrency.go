@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 func testConcurrentClaims(h *h) {

@@ -3,7 +3,7 @@ package ledgertest
 import (
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // A claim that names the owner of a pending record as exited

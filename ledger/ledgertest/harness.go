@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
 )
 
 // h is one subtest's harness.

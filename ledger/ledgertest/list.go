@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 func testList(h *h) {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // pagesLedger writes 60 records: 20 pending (10 of them sharing one lease

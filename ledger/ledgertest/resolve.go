@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // ledger.Resolve settles uncertain and abandoned pending records as done
@@ -31,7 +31,7 @@ func testResolveSettles(h *h) {
 		c.prepare(key, owner)
 		before := h.get(key)
 		if by := before.ResolvedBy(); by != "" {
-			h.Errorf("%s: ResolvedBy of a record idemkit wrote = %q, want \"\"", c.name, by)
+			h.Errorf("%s: ResolvedBy of a record oncely wrote = %q, want \"\"", c.name, by)
 		}
 		if !c.done {
 			// Past the in-flight bound, as Resolve requires to settle failed.

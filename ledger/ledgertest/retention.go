@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 // A claim whose owner keeps renewing its lease outlives the retention it was

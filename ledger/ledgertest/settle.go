@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/oncely/oncely/ledger"
 )
 
 func testWrongOwner(h *h) {

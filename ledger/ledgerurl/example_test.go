@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/ledger/ledgerurl"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger/ledgerurl"
 )
 
 // A program lets its operator choose the ledger with one URL, here from
@@ -19,9 +19,9 @@ func ExampleOpen() {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	url := os.Getenv("EXAMPLE_LEDGER") // e.g. dynamodb://idem-ledger?region=eu-west-1
+	url := os.Getenv("EXAMPLE_LEDGER") // e.g. dynamodb://oncely-ledger?region=eu-west-1
 	if url == "" {
-		url = "sqlite://" + filepath.Join(dir, "idem.db")
+		url = "sqlite://" + filepath.Join(dir, "oncely.db")
 	}
 	ctx := context.Background()
 	l, err := ledgerurl.Open(ctx, url, &ledgerurl.Config{Create: true})

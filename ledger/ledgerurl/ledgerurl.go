@@ -1,8 +1,8 @@
 // Package ledgerurl opens a ledger.Store from a URL, so that a program
 // lets its operator choose the backend with one string:
 //
-//	sqlite://path/idem.db              the embedded SQLite file (a bare path works too)
-//	sqlite:///var/lib/idem/idem.db     an absolute path
+//	sqlite://path/oncely.db              the embedded SQLite file (a bare path works too)
+//	sqlite:///var/lib/oncely/oncely.db     an absolute path
 //	dynamodb://TABLE?region=eu-west-1  a DynamoDB table; credentials from the
 //	                                   standard AWS chain; &endpoint=URL for a
 //	                                   local or compatible server; &shards=N
@@ -15,7 +15,7 @@
 //	postgres://user@host:5432/db       a PostgreSQL table (?schema=&table=),
 //	                                   created or migrated on open with
 //	                                   Config.Create (ledgerpg)
-//	redis://host:6379/0?prefix=idem    Redis or Valkey (?wait=N replicas;
+//	redis://host:6379/0?prefix=oncely    Redis or Valkey (?wait=N replicas;
 //	                                   rediss:// for TLS) (ledgerredis)
 //
 // Each scheme is one entry of a table of openers, so a backend is added
@@ -49,17 +49,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/logging"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerpg"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgersqlite"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerpg"
+	"github.com/oncely/oncely/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger/ledgersqlite"
 )
 
 // Default is the ledger a program uses when none is given: a SQLite file
 // in the working directory.
-const Default = "sqlite://idem.db"
+const Default = "sqlite://oncely.db"
 
 // ErrConfig is matched by the errors of a URL that cannot name a usable
 // ledger. Nothing was created or changed. It is ledger.ErrConfig, which
@@ -147,7 +147,7 @@ func openPostgres(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) 
 		if te.Version > 0 {
 			what = "migrates"
 		}
-		return nil, fmt.Errorf("%w (idem ledger init %s it)", err, what)
+		return nil, fmt.Errorf("%w (oncely ledger init %s it)", err, what)
 	}
 	if err != nil {
 		return nil, err
@@ -234,7 +234,7 @@ func openSQLite(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 		path = u.Opaque
 	}
 	if path == "" {
-		return nil, fmt.Errorf("%w: no file path (sqlite://path/idem.db)", ErrConfig)
+		return nil, fmt.Errorf("%w: no file path (sqlite://path/oncely.db)", ErrConfig)
 	}
 	if err := checkSQLiteFile(path, cfg.Create); err != nil {
 		return nil, err
@@ -263,7 +263,7 @@ func checkSQLiteFile(path string, create bool) error {
 	case errors.Is(err, fs.ErrNotExist) && create:
 		return nil
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%w: %s does not exist (idem ledger init creates it)", ErrConfig, path)
+		return fmt.Errorf("%w: %s does not exist (oncely ledger init creates it)", ErrConfig, path)
 	case err != nil:
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}

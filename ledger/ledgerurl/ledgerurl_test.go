@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
-	"github.com/idemkit/idemkit/ledger/ledgerurl"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/ledger/ledgerurl"
 )
 
 func TestMain(m *testing.M) {
@@ -38,7 +38,7 @@ func TestServerBackends(t *testing.T) {
 	// Without Create, a PostgreSQL table that does not exist is refused
 	// and not created.
 	if _, err := ledgerurl.Open(ctx, pgURL.String(), nil); !errors.Is(err, ledgerurl.ErrConfig) ||
-		!strings.Contains(err.Error(), "does not exist (idem ledger init creates it)") {
+		!strings.Contains(err.Error(), "does not exist (oncely ledger init creates it)") {
 		t.Errorf("Open(%s) without Create: %v, want ErrConfig", pgURL, err)
 	}
 	rURL := redistest.URL(t)
@@ -88,7 +88,7 @@ func TestSQLite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
-	path := filepath.Join(dir, "idem.db")
+	path := filepath.Join(dir, "oncely.db")
 	for _, raw := range []string{"sqlite://" + path, path} {
 		if _, err := ledgerurl.Open(ctx, raw, nil); !errors.Is(err, ledgerurl.ErrConfig) {
 			t.Errorf("Open(%q) of a missing file without Create: %v, want ErrConfig", raw, err)
@@ -137,8 +137,8 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ raw, why string }{
-		{"mongodb://localhost/idem", "unknown scheme"},
-		{"sqlite://" + filepath.Join(dir, "missing", "idem.db"), "does not exist"},
+		{"mongodb://localhost/oncely", "unknown scheme"},
+		{"sqlite://" + filepath.Join(dir, "missing", "oncely.db"), "does not exist"},
 		{"sqlite://" + text, "not a SQLite database"},
 		{"sqlite://" + short, "not a SQLite database"},
 		{"sqlite://" + dir, "is a directory"},
@@ -177,7 +177,7 @@ func TestDynamoDBNeedsRegion(t *testing.T) {
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	_, err := ledgerurl.Open(context.Background(), "dynamodb://idem", nil)
+	_, err := ledgerurl.Open(context.Background(), "dynamodb://oncely", nil)
 	if !errors.Is(err, ledgerurl.ErrConfig) || !strings.Contains(err.Error(), "region") {
 		t.Fatalf("error %v, want a configuration error about the region", err)
 	}

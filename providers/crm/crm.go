@@ -1,4 +1,4 @@
-// Package crm is idemkit's adapter for CRM contacts written by an upsert
+// Package crm is oncely's adapter for CRM contacts written by an upsert
 // on an external id: the mechanism (see package providers) where repeats are
 // naturally idempotent.
 //
@@ -17,7 +17,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/providers"
 )
 
 // Config configures the adapter.

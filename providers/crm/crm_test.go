@@ -8,14 +8,14 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/crmfake"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/providers/internal/adaptertest"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/crmfake"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/crm"
+	"github.com/oncely/oncely/providers/internal/adaptertest"
 )
 
 const route = "PUT /v1/contacts/by-external-id/{id}"

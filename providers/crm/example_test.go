@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/crmfake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/crm"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/crmfake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/crm"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // A tool that records a lead in the CRM: the downstream key is the

@@ -9,7 +9,7 @@ import (
 
 	gh "github.com/google/go-github/v93/github"
 
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/providers"
 )
 
 // Comments adds comments to the issues of one repository and finds them
@@ -24,7 +24,7 @@ type Comment struct {
 	Issue int
 }
 
-// Ref is the comment's id, the reference idemkit records.
+// Ref is the comment's id, the reference oncely records.
 func (c *Comment) Ref() string { return strconv.FormatInt(c.GetID(), 10) }
 
 // Summary describes the comment in one line.

@@ -7,12 +7,12 @@ import (
 
 	gh "github.com/google/go-github/v93/github"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/githubfake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/github"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/githubfake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/github"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // An issue tool on GitHub, which has no idempotency. The connection drops

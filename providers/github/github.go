@@ -1,10 +1,10 @@
-// Package github is idemkit's adapter for GitHub issues and issue
+// Package github is oncely's adapter for GitHub issues and issue
 // comments, built on go-github: the mechanism of a reference search (see
 // package providers), on an API that offers no idempotency at all.
 //
 // GitHub opens a second issue for a repeated request, whatever it
 // carries. So every issue or comment the adapter creates carries a marker
-// in its body, a hidden HTML comment "<!-- idemkit-key: KEY -->" (Marker)
+// in its body, a hidden HTML comment "<!-- oncely-key: KEY -->" (Marker)
 // with the downstream key, which GitHub keeps and renders invisibly. A
 // label would do too, but GitHub caps label names at 50 characters (a
 // downstream key is 64 or more) and every label stays in the repository's
@@ -69,8 +69,8 @@ import (
 
 	gh "github.com/google/go-github/v93/github"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/providers"
 )
 
 // Defaults of Config.
@@ -105,9 +105,9 @@ var (
 )
 
 // Marker returns the hidden marker that carries downstreamKey in a body.
-func Marker(downstreamKey string) string { return "<!-- idemkit-key: " + downstreamKey + " -->" }
+func Marker(downstreamKey string) string { return "<!-- oncely-key: " + downstreamKey + " -->" }
 
-const markerPrefix = "<!-- idemkit-key:"
+const markerPrefix = "<!-- oncely-key:"
 
 // Config configures the adapter. A nil *Config, or a zero field, means the
 // default.
@@ -216,7 +216,7 @@ func (a *api) check(op, downstreamKey, body string) error {
 	case downstreamKey == "" || strings.ContainsAny(downstreamKey, " \t\r\n"):
 		return invalid(op, fmt.Errorf("%w: a downstream key without spaces is required", providers.ErrInvalidRequest))
 	case strings.Contains(body, markerPrefix):
-		return invalid(op, fmt.Errorf("%w: the body already carries an idemkit-key marker", providers.ErrInvalidRequest))
+		return invalid(op, fmt.Errorf("%w: the body already carries an oncely-key marker", providers.ErrInvalidRequest))
 	}
 	if n := len([]rune(withMarker(body, downstreamKey))); n > MaxBody {
 		return invalid(op, fmt.Errorf("%w: the body with its marker is %d characters, GitHub takes at most %d", providers.ErrInvalidRequest, n, MaxBody))

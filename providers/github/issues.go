@@ -8,7 +8,7 @@ import (
 
 	gh "github.com/google/go-github/v93/github"
 
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/providers"
 )
 
 // Issues opens issues in one repository and finds them by downstream key.
@@ -22,7 +22,7 @@ type Issue struct {
 	Repo string
 }
 
-// Ref is "owner/name#number", the reference idemkit records.
+// Ref is "owner/name#number", the reference oncely records.
 func (i *Issue) Ref() string { return i.Repo + "#" + strconv.Itoa(i.GetNumber()) }
 
 // Summary describes the issue in one line.

@@ -10,12 +10,12 @@ import (
 
 	gh "github.com/google/go-github/v93/github"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes/githubfake"
-	"github.com/idemkit/idemkit/fakes/githubfake/githubspec"
-	"github.com/idemkit/idemkit/fakes/prismtest"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/github"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes/githubfake"
+	"github.com/oncely/oncely/fakes/githubfake/githubspec"
+	"github.com/oncely/oncely/fakes/prismtest"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/github"
 )
 
 // Every request the adapter sends, and every answer of the fake it gets

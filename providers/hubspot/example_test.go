@@ -5,15 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/hubspotfake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/hubspot"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/hubspotfake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/hubspot"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // A tool that records a lead as a HubSpot contact: the downstream key is
-// the value of the unique property idem_key, so even a repeat the ledger
+// the value of the unique property oncely_key, so even a repeat the ledger
 // does not see (a second process) converges on the same contact.
 func Example() {
 	srv := hubspotfake.NewServer(nil) // HubSpot in tests; omit BaseURL in production

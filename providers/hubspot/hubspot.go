@@ -1,10 +1,10 @@
-// Package hubspot is idemkit's adapter for HubSpot CRM records (contacts,
+// Package hubspot is oncely's adapter for HubSpot CRM records (contacts,
 // deals): the mechanism of an upsert by external id (see package
 // providers), on HubSpot's upsert by a unique property.
 //
 // Upsert sends POST /crm/v3/objects/{type}/batch/upsert with one input
 // whose idProperty is a property with unique values (Config.IDProperty,
-// "idem_key" by default, which must exist in the portal with "unique
+// "oncely_key" by default, which must exist in the portal with "unique
 // values" set) and whose id is the downstream key: the key names the
 // record, so a repeat converges on the same record instead of creating
 // another, and the HTTP layer may resend it after any failure. Lookup
@@ -43,14 +43,14 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/providers"
 )
 
 // DefaultBaseURL is HubSpot's API.
 const DefaultBaseURL = "https://api.hubapi.com"
 
 // DefaultIDProperty is Config.IDProperty's default.
-const DefaultIDProperty = "idem_key"
+const DefaultIDProperty = "oncely_key"
 
 // Object types.
 const (

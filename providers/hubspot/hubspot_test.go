@@ -9,15 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/hubspotfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/hubspot"
-	"github.com/idemkit/idemkit/providers/internal/adaptertest"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/hubspotfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/hubspot"
+	"github.com/oncely/oncely/providers/internal/adaptertest"
 )
 
 const route = "POST /crm/v3/objects/{type}/batch/upsert"
@@ -51,7 +51,7 @@ func TestUpsertUnderFaults(t *testing.T) {
 			key := client.DownstreamKey("c0ffee", 1)
 			rec, err := newClient(s.URL, hubspot.Contacts).Upsert(context.Background(), key, ada)
 			adaptertest.Check(t, c, err, func() []fakes.Effect { return fakes.Filter(s.Journal(), hubspotfake.KindUpsert, key) })
-			if err == nil && (rec.Properties["idem_key"] != key || rec.Properties["email"] != ada["email"]) {
+			if err == nil && (rec.Properties["oncely_key"] != key || rec.Properties["email"] != ada["email"]) {
 				t.Fatalf("record %+v", rec)
 			}
 			if n := len(fakes.Filter(s.Journal(), hubspotfake.KindCreate, "")); n != 0 {
@@ -153,7 +153,7 @@ func TestClassification(t *testing.T) {
 	if _, err := c.Upsert(ctx, "", ada); !errors.Is(err, providers.ErrInvalidRequest) {
 		t.Fatalf("empty key: %v", err)
 	}
-	if _, err := c.Upsert(ctx, "k4", map[string]string{"idem_key": "other"}); !errors.Is(err, providers.ErrInvalidRequest) {
+	if _, err := c.Upsert(ctx, "k4", map[string]string{"oncely_key": "other"}); !errors.Is(err, providers.ErrInvalidRequest) {
 		t.Fatalf("reserved property: %v", err)
 	}
 	if n := len(s.Journal()); n != 1 {
@@ -198,7 +198,7 @@ func TestOddAnswers(t *testing.T) {
 		class      errclass.Class
 	}{
 		{"multi-status error", `{"status":"COMPLETE","results":[],"numErrors":1,"errors":[{"status":"error","category":"VALIDATION_ERROR","message":"bad"}]}`, 207, errclass.Permanent},
-		{"another record", `{"status":"COMPLETE","results":[{"id":"9","properties":{"idem_key":"other"}}]}`, 200, errclass.Ambiguous},
+		{"another record", `{"status":"COMPLETE","results":[{"id":"9","properties":{"oncely_key":"other"}}]}`, 200, errclass.Ambiguous},
 		{"no results", `{"status":"COMPLETE","results":[]}`, 200, errclass.Ambiguous},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package keyheader is idemkit's adapter for any HTTP API that honours the
+// Package keyheader is oncely's adapter for any HTTP API that honours the
 // IETF Idempotency-Key header (draft-ietf-httpapi-idempotency-key-header):
 // the mechanism of an idempotency header (see package providers), without
 // a provider of its own.
@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/providers"
 )
 
 // DefaultDedupWindow is Config.DedupWindow's default.

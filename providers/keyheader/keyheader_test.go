@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/keyheaderfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/internal/adaptertest"
-	"github.com/idemkit/idemkit/providers/keyheader"
+	"github.com/oncely/oncely"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/keyheaderfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/internal/adaptertest"
+	"github.com/oncely/oncely/providers/keyheader"
 )
 
 type order struct {
@@ -204,7 +204,7 @@ func TestLookup(t *testing.T) {
 	}
 }
 
-// Posts and lookups carry idemkit's User-Agent, or the one Config.Header
+// Posts and lookups carry oncely's User-Agent, or the one Config.Header
 // sets.
 func TestUserAgent(t *testing.T) {
 	t.Parallel()
@@ -227,7 +227,7 @@ func TestUserAgent(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for method, want := range map[string]string{http.MethodPost: idemkit.UserAgent, http.MethodGet: "shop/2"} {
+	for method, want := range map[string]string{http.MethodPost: oncely.UserAgent, http.MethodGet: "shop/2"} {
 		if got := agents[method]; len(got) == 0 || slices.ContainsFunc(got, func(ua string) bool { return ua != want }) {
 			t.Errorf("%s: User-Agent %q, want %q", method, got, want)
 		}

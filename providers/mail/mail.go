@@ -1,4 +1,4 @@
-// Package mail is idemkit's adapter for email (or SMS) APIs that offer no
+// Package mail is oncely's adapter for email (or SMS) APIs that offer no
 // idempotency: the mechanism of a reference search (see package providers).
 //
 // Send carries the downstream key as the message's reference and in its
@@ -26,12 +26,12 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/providers"
 )
 
 // MetadataKey is the metadata entry that carries the downstream key, next
 // to the reference.
-const MetadataKey = "idem_key"
+const MetadataKey = "oncely_key"
 
 // DefaultIndexLag is Config.IndexLag's default. Set the provider's own.
 const DefaultIndexLag = 5 * time.Minute

@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/mailfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/internal/adaptertest"
-	"github.com/idemkit/idemkit/providers/mail"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/mailfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/internal/adaptertest"
+	"github.com/oncely/oncely/providers/mail"
+	"github.com/oncely/oncely/reconcile"
 )
 
 var msg = mail.Message{From: "support@example.com", To: "ada@example.com", Subject: "Your refund", Text: "It is on its way.", Metadata: map[string]string{"ticket": "42"}}
@@ -59,7 +59,7 @@ func TestSendUnderFaults(t *testing.T) {
 			adaptertest.Check(t, c, err, effects(s, key))
 			if err == nil {
 				e := s.Journal()[0]
-				if sent.ID != e.ID || sent.Existing || sent.Reference != key || e.Params["metadata.idem_key"] != key || e.Params["metadata.ticket"] != "42" {
+				if sent.ID != e.ID || sent.Existing || sent.Reference != key || e.Params["metadata.oncely_key"] != key || e.Params["metadata.ticket"] != "42" {
 					t.Fatalf("sent %+v, effect %+v", sent, e)
 				}
 			}
@@ -164,7 +164,7 @@ func TestRequestShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"from": msg.From, "to": msg.To, "subject": msg.Subject, "text": msg.Text, "reference": "k",
-		"metadata": map[string]any{"idem_key": "k", "ticket": "42"}}
+		"metadata": map[string]any{"oncely_key": "k", "ticket": "42"}}
 	if g, w := mustJSON(got), mustJSON(want); g != w || auth != "Bearer key" {
 		t.Fatalf("body %s\nwant %s, auth %q", g, w, auth)
 	}

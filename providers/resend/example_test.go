@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes/resendfake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/resend"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/resendfake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/resend"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // A tool that emails an order confirmation through Resend. The model asks

@@ -1,4 +1,4 @@
-// Package resend is idemkit's adapter for sending email through Resend, on
+// Package resend is oncely's adapter for sending email through Resend, on
 // Resend's official Go client (github.com/resend/resend-go/v3): the
 // mechanism of an idempotency header (see package providers).
 //
@@ -9,7 +9,7 @@
 //
 // resend-go builds every request and reads every answer; its HTTP client
 // is a transport that sends through the providers layer, so that retries
-// and the classification of failures are idemkit's: a failure is a
+// and the classification of failures are oncely's: a failure is a
 // *providers.ProviderError (found with errors.As in resend-go's error),
 // definite, permanent or ambiguous. A keyed send is retried (Resend
 // deduplicates it); 409 concurrent_idempotent_requests and 429 (with its
@@ -54,13 +54,13 @@ import (
 
 	resendgo "github.com/resend/resend-go/v3"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/providers"
 )
 
 // TagName is the tag that carries the downstream key.
-const TagName = "idem_key"
+const TagName = "oncely_key"
 
 // DedupWindow is how long Resend keeps an idempotency key.
 const DedupWindow = 24 * time.Hour
@@ -171,7 +171,7 @@ func New(baseURL string, cfg *Config) *Client {
 	if u, err := url.Parse(base + "/"); err == nil {
 		sdk.BaseURL = u
 	}
-	sdk.UserAgent = sdk.UserAgent + " " + idemkit.UserAgent
+	sdk.UserAgent = sdk.UserAgent + " " + oncely.UserAgent
 	return &Client{sdk: sdk, cfg: c}
 }
 

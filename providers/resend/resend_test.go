@@ -14,16 +14,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/prismtest"
-	"github.com/idemkit/idemkit/fakes/resendfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/internal/adaptertest"
-	"github.com/idemkit/idemkit/providers/resend"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/prismtest"
+	"github.com/oncely/oncely/fakes/resendfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/internal/adaptertest"
+	"github.com/oncely/oncely/providers/resend"
 )
 
 const apiKey = "re_test_adapter"
@@ -76,7 +76,7 @@ func TestSendUnderFaults(t *testing.T) {
 			adaptertest.Check(t, c, err, effects(s, key))
 			if err == nil {
 				e := s.Journal()[0]
-				if sent.ID != e.ID || e.Params["tag.idem_key"] != resend.TagValue(key) || e.Params["tag.category"] != "order" {
+				if sent.ID != e.ID || e.Params["tag.oncely_key"] != resend.TagValue(key) || e.Params["tag.category"] != "order" {
 					t.Fatalf("answer %+v, effect %+v", sent, e)
 				}
 			}

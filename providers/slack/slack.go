@@ -1,11 +1,11 @@
-// Package slack is idemkit's adapter for posting Slack messages, on
+// Package slack is oncely's adapter for posting Slack messages, on
 // slack-go (github.com/slack-go/slack): the mechanism of a marker with a
 // lookup (see package providers), since Slack's Web API has no
 // idempotency.
 //
 // Post sends chat.postMessage with message metadata carrying the
 // downstream key ({"event_type": Config.EventType, "event_payload":
-// {"idem_key": key}}). Slack does not deduplicate, so a post that may have
+// {"oncely_key": key}}). Slack does not deduplicate, so a post that may have
 // reached Slack is never resent: its failure is ambiguous and left to
 // reconciliation. Lookup reads conversations.history of the channel with
 // include_all_metadata from Config.Skew before the attempt began (which
@@ -62,13 +62,13 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/slack-go/slack"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/providers"
 )
 
 // Defaults of Config.
 const (
-	DefaultEventType  = "idemkit_action"
+	DefaultEventType  = "oncely_action"
 	DefaultHistoryLag = 30 * time.Second
 	DefaultLookback   = 24 * time.Hour
 	DefaultSkew       = 5 * time.Minute
@@ -77,7 +77,7 @@ const (
 )
 
 // PayloadKey is the event_payload field that carries the downstream key.
-const PayloadKey = "idem_key"
+const PayloadKey = "oncely_key"
 
 // ErrHistoryTruncated is in the chain of a lookup that read Config.MaxPages
 // pages of history without reaching the start of its window: the message

@@ -11,15 +11,15 @@ import (
 
 	goslack "github.com/slack-go/slack"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/slackfake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/internal/adaptertest"
-	"github.com/idemkit/idemkit/providers/slack"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/slackfake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/internal/adaptertest"
+	"github.com/oncely/oncely/providers/slack"
+	"github.com/oncely/oncely/reconcile"
 )
 
 const (
@@ -182,7 +182,7 @@ func TestClassification(t *testing.T) {
 	}
 	// User metadata cannot replace the key's.
 	clk.Advance(time.Second)
-	p, err := c.Post(ctx, "k3", "third", goslack.MsgOptionMetadata(goslack.SlackMetadata{EventType: "x", EventPayload: map[string]any{"idem_key": "forged"}}))
+	p, err := c.Post(ctx, "k3", "third", goslack.MsgOptionMetadata(goslack.SlackMetadata{EventType: "x", EventPayload: map[string]any{"oncely_key": "forged"}}))
 	if err != nil {
 		t.Fatal(err)
 	}

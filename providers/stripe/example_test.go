@@ -5,16 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/ledger/ledgermem"
-	"github.com/idemkit/idemkit/providers/stripe"
-	"github.com/idemkit/idemkit/reconcile"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/stripefake"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/providers/stripe"
+	"github.com/oncely/oncely/reconcile"
 )
 
 // A refund tool: the executor hands the tool its downstream key, which the
-// adapter sends as Stripe's Idempotency-Key and metadata[idem_key]. The
+// adapter sends as Stripe's Idempotency-Key and metadata[oncely_key]. The
 // model asks twice: one refund. A second process whose ledger lost the
 // record asks again: Stripe itself replays the first refund by key.
 func Example() {

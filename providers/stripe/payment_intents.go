@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/providers"
 )
 
 // PaymentIntentParams are the parameters of a PaymentIntent create.
@@ -68,7 +68,7 @@ func (p PaymentIntent) key() string { return p.Metadata[MetadataKey] }
 type PaymentIntents struct{ a *api }
 
 // Create creates a PaymentIntent with downstreamKey as its Idempotency-Key
-// and metadata[idem_key]. A repeat with the same key and parameters within
+// and metadata[oncely_key]. A repeat with the same key and parameters within
 // DedupWindow returns the first PaymentIntent (Replayed set). Failures are
 // *providers.ProviderError; a decline wraps ErrCardDeclined.
 func (s *PaymentIntents) Create(ctx context.Context, downstreamKey string, p PaymentIntentParams) (*PaymentIntent, error) {
@@ -114,7 +114,7 @@ func (s *PaymentIntents) Capabilities() providers.Capabilities {
 }
 
 // Lookup finds the PaymentIntent created with downstreamKey. It searches
-// metadata['idem_key'], which covers objects older than SearchLag, page
+// metadata['oncely_key'], which covers objects older than SearchLag, page
 // by page up to MaxSearchPages, then lists the PaymentIntents created in
 // the last SearchLag + ClockSkew, which the index may not show yet. It
 // answers NotFound only when the search and the list both ended within

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/providers"
 )
 
 // RefundParams are the parameters of a refund create: one of
@@ -63,7 +63,7 @@ func (r Refund) key() string { return r.Metadata[MetadataKey] }
 type Refunds struct{ a *api }
 
 // Create creates a refund with downstreamKey as its Idempotency-Key and
-// metadata[idem_key]. Failures are *providers.ProviderError.
+// metadata[oncely_key]. Failures are *providers.ProviderError.
 func (s *Refunds) Create(ctx context.Context, downstreamKey string, p RefundParams) (*Refund, error) {
 	form := url.Values{}
 	if p.PaymentIntent != "" {

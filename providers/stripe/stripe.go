@@ -1,9 +1,9 @@
-// Package stripe is idemkit's adapter for Stripe PaymentIntents and
+// Package stripe is oncely's adapter for Stripe PaymentIntents and
 // Refunds: the mechanism of an idempotency header (see package providers).
 //
 // Every create carries the downstream key twice: as the Idempotency-Key
 // header, so that Stripe answers a repeat within its 24-hour window with the
-// first response instead of acting again, and as metadata[idem_key], so
+// first response instead of acting again, and as metadata[oncely_key], so
 // that the object can be found later without the key window. Requests are
 // form-encoded, authenticated with a Bearer secret key and pinned to
 // APIVersion.
@@ -15,7 +15,7 @@
 // MaxSearchPages, and lists, newest first, the PaymentIntents created
 // within the lag; Refunds, which cannot be searched, are found by a
 // bounded list scan. A lookup says NotFound only when both leave no place
-// unseen, and Inconclusive when a search or a scan hit its bound. Every request carries idemkit.UserAgent (the HTTP layer's).
+// unseen, and Inconclusive when a search or a scan hit its bound. Every request carries oncely.UserAgent (the HTTP layer's).
 package stripe
 
 import (
@@ -28,8 +28,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/providers"
 )
 
 // APIVersion is the Stripe API version every request pins with the
@@ -37,7 +37,7 @@ import (
 const APIVersion = "2025-08-27.basil"
 
 // MetadataKey is the metadata entry that carries the downstream key.
-const MetadataKey = "idem_key"
+const MetadataKey = "oncely_key"
 
 // DedupWindow is how long Stripe replays a response by its idempotency key:
 // keys may be pruned once they are at least 24 hours old.

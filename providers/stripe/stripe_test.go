@@ -13,19 +13,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/fakes/stripefake"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/internal/adaptertest"
-	"github.com/idemkit/idemkit/providers/stripe"
+	"github.com/oncely/oncely"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/fakes/stripefake"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/internal/adaptertest"
+	"github.com/oncely/oncely/providers/stripe"
 )
 
-const apiKey = "sk_test_idemkit"
+const apiKey = "sk_test_oncely"
 
 func newFake(t *testing.T, cfg *stripefake.Config) *stripefake.Server {
 	t.Helper()
@@ -67,7 +67,7 @@ func TestPaymentIntentCreateUnderFaults(t *testing.T) {
 			adaptertest.Check(t, c, err, effects(s, fakes.KindPaymentIntent, key))
 			if err == nil {
 				e := s.Journal()[0]
-				if pi.ID != e.ID || pi.Status != "succeeded" || e.Params["metadata.idem_key"] != key || e.Params["amount"] != "2500" {
+				if pi.ID != e.ID || pi.Status != "succeeded" || e.Params["metadata.oncely_key"] != key || e.Params["amount"] != "2500" {
 					t.Fatalf("answer %+v, effect %+v", pi, e)
 				}
 			}
@@ -142,10 +142,10 @@ func TestRequestsAsStripeExpects(t *testing.T) {
 		{"POST", "/v1/payment_intents", http.Header{"Idempotency-Key": {"k1"}}, url.Values{
 			"amount": {"2500"}, "currency": {"eur"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"},
 			"automatic_payment_methods[enabled]": {"true"}, "automatic_payment_methods[allow_redirects]": {"never"},
-			"description": {"order 7"}, "metadata[order]": {"7"}, "metadata[idem_key]": {"k1"},
+			"description": {"order 7"}, "metadata[order]": {"7"}, "metadata[oncely_key]": {"k1"},
 		}},
 		{"POST", "/v1/refunds", http.Header{"Idempotency-Key": {"k2"}}, url.Values{
-			"payment_intent": {"pi_1"}, "amount": {"1000"}, "metadata[idem_key]": {"k2"},
+			"payment_intent": {"pi_1"}, "amount": {"1000"}, "metadata[oncely_key]": {"k2"},
 		}},
 	} {
 		got := <-reqs
@@ -154,7 +154,7 @@ func TestRequestsAsStripeExpects(t *testing.T) {
 		}
 		if got.header.Get("Idempotency-Key") != want.header.Get("Idempotency-Key") ||
 			got.header.Get("Authorization") != "Bearer "+apiKey || got.header.Get("Stripe-Version") != stripe.APIVersion ||
-			got.header.Get("Content-Type") != "application/x-www-form-urlencoded" || got.header.Get("User-Agent") != idemkit.UserAgent {
+			got.header.Get("Content-Type") != "application/x-www-form-urlencoded" || got.header.Get("User-Agent") != oncely.UserAgent {
 			t.Errorf("%s: headers %v", got.path, got.header)
 		}
 	}

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes/stripefake/stripemocktest"
-	"github.com/idemkit/idemkit/providers"
-	"github.com/idemkit/idemkit/providers/stripe"
+	"github.com/oncely/oncely/fakes/stripefake/stripemocktest"
+	"github.com/oncely/oncely/providers"
+	"github.com/oncely/oncely/providers/stripe"
 )
 
 func TestMain(m *testing.M) { os.Exit(stripemocktest.Main(m)) }
@@ -62,7 +62,7 @@ func TestRequestsPassStripeMock(t *testing.T) {
 			t.Errorf("refund %+v: %v", p, err)
 		}
 	}
-	// stripe-mock's objects carry no idem_key: both lookups end in
+	// stripe-mock's objects carry no oncely_key: both lookups end in
 	// NotFound after reading every page there is.
 	for _, a := range []providers.Adapter{sc.PaymentIntents, sc.Refunds} {
 		res, err := a.Lookup(ctx, "pi-key-a")

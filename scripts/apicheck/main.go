@@ -15,7 +15,7 @@
 // identifier, as apidiff reports it but with methods written T.M
 // (`client.Canonicalize`, `ledgerpg.OpenURL`, `client.Config.Clock`,
 // `stripe.Refund.Check`), or the relative path of a removed package
-// (`providers/idemhttp`).
+// (`providers/oncelyhttp`).
 package main
 
 import (
@@ -33,7 +33,7 @@ import (
 const apidiff = "golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4"
 
 const (
-	module       = "github.com/idemkit/idemkit"
+	module       = "github.com/oncely/oncely"
 	baseline     = "api/baseline.export"
 	experimental = "api/experimental.txt"
 	changelog    = "CHANGELOG.md"
@@ -123,7 +123,7 @@ type change struct {
 var (
 	// - ./ledger/ledgerpg.OpenURL: changed from ... to ...
 	memberRE = regexp.MustCompile(`^- \./((?:[\w-]+/)*[\w-]*)\.([^:]+): (.*)$`)
-	// - package github.com/idemkit/idemkit/fakes/idemfake: removed
+	// - package github.com/oncely/oncely/fakes/oncelyfake: removed
 	packageRE = regexp.MustCompile(`^- package (\S+): (.*)$`)
 	// (*Refund).Check, (Refund).Check
 	methodRE = regexp.MustCompile(`^\(\*?(\w+)\)\.`)
@@ -139,7 +139,7 @@ func parse(report string) []change {
 			pkg := m[1]
 			elem := pkg[strings.LastIndex(pkg, "/")+1:]
 			if pkg == "" {
-				elem = "idemkit"
+				elem = "oncely"
 			}
 			sel := methodRE.ReplaceAllString(m[2], "$1.")
 			out = append(out, change{pkg: pkg, name: elem + "." + sel, line: strings.TrimPrefix(line, "- ")})

@@ -8,11 +8,11 @@ import (
 func TestParse(t *testing.T) {
 	t.Parallel()
 	report := `- ./client.Canonicalize: removed
-- ./client.Config.Clock: changed from github.com/idemkit/idemkit/ledger.Clock to github.com/idemkit/idemkit/clock.Clock
+- ./client.Config.Clock: changed from github.com/oncely/oncely/ledger.Clock to github.com/oncely/oncely/clock.Clock
 - ./ledger/ledgerpg.OpenURL: changed from func(context.Context, string, *Config) (*Store, func(), error) to func(context.Context, string, *Config) (*Store, error)
 - ./providers/stripe.(*Refund).Check: removed
 - ./.Version: changed from "0.2.0" to "1.0.0"
-- package github.com/idemkit/idemkit/providers/idemhttp: removed
+- package github.com/oncely/oncely/providers/oncelyhttp: removed
 something apidiff may print that is not a change
 `
 	var pkgs, names []string
@@ -20,10 +20,10 @@ something apidiff may print that is not a change
 		pkgs = append(pkgs, c.pkg)
 		names = append(names, c.name)
 	}
-	if want := []string{"client", "client", "ledger/ledgerpg", "providers/stripe", "", "providers/idemhttp"}; !slices.Equal(pkgs, want) {
+	if want := []string{"client", "client", "ledger/ledgerpg", "providers/stripe", "", "providers/oncelyhttp"}; !slices.Equal(pkgs, want) {
 		t.Errorf("packages %q, want %q", pkgs, want)
 	}
-	if want := []string{"client.Canonicalize", "client.Config.Clock", "ledgerpg.OpenURL", "stripe.Refund.Check", "idemkit.Version", "providers/idemhttp"}; !slices.Equal(names, want) {
+	if want := []string{"client.Canonicalize", "client.Config.Clock", "ledgerpg.OpenURL", "stripe.Refund.Check", "oncely.Version", "providers/oncelyhttp"}; !slices.Equal(names, want) {
 		t.Errorf("names %q, want %q", names, want)
 	}
 }
@@ -51,7 +51,7 @@ func TestExperimental(t *testing.T) {
 	t.Parallel()
 	p := prefixes{"mcpgateway", "examples/", "agent/"}
 	for pkg, want := range map[string]bool{
-		"mcpgateway": true, "mcpgateway/x": false, "examples/claude": true, "agent/claude": true,
+		"mcpgateway": true, "mcpgateway/x": false, "examples/claude": true, "agent/oncelyclaude": true,
 		"client": false, "examples": false,
 	} {
 		if got := p.has(pkg); got != want {

@@ -1,5 +1,5 @@
 // Command benchpeers measures one idempotent function call with a
-// one-field key through idemkit and through Powertools for AWS Lambda
+// one-field key through oncely and through Powertools for AWS Lambda
 // (TypeScript, tools/peers), on DynamoDB (one dynalite: ledgerdynamo
 // beside Powertools' DynamoDBPersistenceLayer) and on Redis (one
 // redis-server: ledgerredis beside Powertools' CachePersistenceLayer), and
@@ -21,7 +21,7 @@
 // the side that goes first alternating, so that the drift of a shared
 // machine falls on both. Workloads: fresh (a new ticket each call: claim,
 // run, record) and replay (a repeat of a done call). Both sides use their
-// defaults (Powertools' local cache is off by default, as idemkit has
+// defaults (Powertools' local cache is off by default, as oncely has
 // none).
 //
 //	go run ./scripts/benchpeers -rounds 10 -calls 100 > .tmp/peers.txt
@@ -54,14 +54,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/internal/ledgerbench"
-	"github.com/idemkit/idemkit/internal/tooling"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
-	"github.com/idemkit/idemkit/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/internal/ledgerbench"
+	"github.com/oncely/oncely/internal/tooling"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgerredis"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
 )
 
 func main() {
@@ -99,7 +99,7 @@ func run(ctx context.Context, o options, stores []string) error {
 	if o.rounds < 1 || o.calls < 1 || o.chunk < 1 || o.warmup < 1 || o.counted < 1 {
 		return fmt.Errorf("rounds, calls, chunk, warmup and counted must be at least 1")
 	}
-	fmt.Printf("note: Each side makes %d calls per workload in each of %d rounds, one after another (no concurrency); within a round the sides take turns every %d calls, the side that goes first alternating. fresh is a new ticket each call (claim, run a function that does nothing, record the result); replay repeats a done call. The key is one field (ticketId) of a two-field input. Both sides run with their defaults, idemkit's client.Executor and Powertools' makeIdempotent with eventKeyJmesPath (its local cache is off by default), and talk to the server directly: the timed path is the same for both. Times are taken inside each process around the call. A row's ns/op, p50 and p99 are the medians over the rounds of each round's mean, median and 99th percentile. requests/op come from a separate pass of %d calls per side and workload that is not timed: on DynamoDB (one dynalite, started for the run) through a counting HTTP proxy in front of a second client on each side; on Redis (a redis-server started for the run, appendonly yes, appendfsync always, files in memory) counted by the server (its MONITOR stream, without the commands a script runs inside the server). dynalite does not return the old item when a write's condition fails, as DynamoDB does: there Powertools' replay (a conditional PutItem) needs no GetItem after it.\n", o.calls, o.rounds, o.chunk, o.counted)
+	fmt.Printf("note: Each side makes %d calls per workload in each of %d rounds, one after another (no concurrency); within a round the sides take turns every %d calls, the side that goes first alternating. fresh is a new ticket each call (claim, run a function that does nothing, record the result); replay repeats a done call. The key is one field (ticketId) of a two-field input. Both sides run with their defaults, oncely's client.Executor and Powertools' makeIdempotent with eventKeyJmesPath (its local cache is off by default), and talk to the server directly: the timed path is the same for both. Times are taken inside each process around the call. A row's ns/op, p50 and p99 are the medians over the rounds of each round's mean, median and 99th percentile. requests/op come from a separate pass of %d calls per side and workload that is not timed: on DynamoDB (one dynalite, started for the run) through a counting HTTP proxy in front of a second client on each side; on Redis (a redis-server started for the run, appendonly yes, appendfsync always, files in memory) counted by the server (its MONITOR stream, without the commands a script runs inside the server). dynalite does not return the old item when a write's condition fails, as DynamoDB does: there Powertools' replay (a conditional PutItem) needs no GetItem after it.\n", o.calls, o.rounds, o.chunk, o.counted)
 	fmt.Println("pkg: peers")
 	var notes []string
 	for _, store := range stores {
@@ -260,7 +260,7 @@ func countingProxy(endpoint string) (string, *requests, error) {
 	return "http://" + ln.Addr().String(), n, nil
 }
 
-// executor returns idemkit's side on store: a send_reply tool keyed by
+// executor returns oncely's side on store: a send_reply tool keyed by
 // ticketId, and its batch of calls.
 func executor(ctx context.Context, store ledger.Store) (func(op string, calls, seq int) ([]time.Duration, error), error) {
 	exec := client.New(store, nil)
@@ -299,7 +299,7 @@ func executor(ctx context.Context, store ledger.Store) (func(op string, calls, s
 	}, nil
 }
 
-// dynamoSides starts dynalite and returns idemkit on ledgerdynamo and
+// dynamoSides starts dynalite and returns oncely on ledgerdynamo and
 // Powertools on DynamoDBPersistenceLayer, each on a new table; their
 // counting passes go through a counting proxy each.
 func dynamoSides(ctx context.Context) (_ []*side, stop func(), err error) {
@@ -321,11 +321,11 @@ func dynamoSides(ctx context.Context) (_ []*side, stop func(), err error) {
 	}()
 	api := dynalitetest.NewClient(srv.Endpoint)
 
-	idemProxy, idemCounts, err := countingProxy(srv.Endpoint)
+	oncelyProxy, oncelyCounts, err := countingProxy(srv.Endpoint)
 	if err != nil {
 		return nil, nil, err
 	}
-	table := "idemkit-peers-" + strconv.Itoa(os.Getpid())
+	table := "oncely-peers-" + strconv.Itoa(os.Getpid())
 	if err := ledgerdynamo.CreateTable(ctx, api, table, nil); err != nil {
 		return nil, nil, err
 	}
@@ -334,16 +334,16 @@ func dynamoSides(ctx context.Context) (_ []*side, stop func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	counted, err := executor(ctx, ledgerdynamo.New(dynalitetest.NewClient(idemProxy), table, nil))
+	counted, err := executor(ctx, ledgerdynamo.New(dynalitetest.NewClient(oncelyProxy), table, nil))
 	if err != nil {
 		return nil, nil, err
 	}
-	idem := &side{name: "idemkit", batch: timed, count: func(op string, n, seq int) (map[string]int64, error) {
-		idemCounts.take()
+	oncely := &side{name: "oncely", batch: timed, count: func(op string, n, seq int) (map[string]int64, error) {
+		oncelyCounts.take()
 		if _, err := counted(op, n, seq); err != nil {
 			return nil, err
 		}
-		return idemCounts.take(), nil
+		return oncelyCounts.take(), nil
 	}}
 
 	peerProxy, peerCounts, err := countingProxy(srv.Endpoint)
@@ -375,7 +375,7 @@ func dynamoSides(ctx context.Context) (_ []*side, stop func(), err error) {
 		return nil, nil, err
 	}
 	cleanup = append(cleanup, end)
-	return []*side{idem, peer}, stop, nil
+	return []*side{oncely, peer}, stop, nil
 }
 
 // deleteTable deletes a table the run created.
@@ -385,7 +385,7 @@ func deleteTable(api *dynamodb.Client, table string) {
 	}
 }
 
-// redisSides starts a redis-server of the run's own and returns idemkit on
+// redisSides starts a redis-server of the run's own and returns oncely on
 // ledgerredis and Powertools on CachePersistenceLayer; their counting
 // passes count the commands the server receives (MONITOR, open only
 // during the counting batches).
@@ -414,13 +414,13 @@ func redisSides(ctx context.Context) (_ []*side, stop func(), err error) {
 	cleanup = append(cleanup, func() { rc.Close() })
 	admin := redis.NewClient(opts) // sends the monitor's marks
 	cleanup = append(cleanup, func() { admin.Close() })
-	timed, err := executor(ctx, ledgerredis.New(rc, &ledgerredis.Config{Prefix: "idemkit-peers"}))
+	timed, err := executor(ctx, ledgerredis.New(rc, &ledgerredis.Config{Prefix: "oncely-peers"}))
 	if err != nil {
 		return nil, nil, err
 	}
 	// The MONITOR connection is open only while a counting batch runs:
 	// the server formats every command, scripts' included, for it, which
-	// would slow the timed calls (idemkit's scripts more than single
+	// would slow the timed calls (oncely's scripts more than single
 	// commands).
 	counting := func(run func() error) (map[string]int64, error) {
 		mon, err := startMonitor(opts.Addr, admin)
@@ -433,7 +433,7 @@ func redisSides(ctx context.Context) (_ []*side, stop func(), err error) {
 		}
 		return mon.take(ctx)
 	}
-	idem := &side{name: "idemkit", batch: timed, count: func(op string, n, seq int) (map[string]int64, error) {
+	oncely := &side{name: "oncely", batch: timed, count: func(op string, n, seq int) (map[string]int64, error) {
 		return counting(func() error { _, err := timed(op, n, seq); return err })
 	}}
 	peer, end, err := powertools(ctx, "redis", counting, "REDIS_URL="+srv.URL)
@@ -441,7 +441,7 @@ func redisSides(ctx context.Context) (_ []*side, stop func(), err error) {
 		return nil, nil, err
 	}
 	cleanup = append(cleanup, end)
-	return []*side{idem, peer}, stop, nil
+	return []*side{oncely, peer}, stop, nil
 }
 
 // monitor counts the commands clients send to a server, by command, from
@@ -483,7 +483,7 @@ func startMonitor(addr string, admin *redis.Client) (*monitor, error) {
 // read counts the stream's lines, such as
 //
 //	+1700000000.123456 [0 127.0.0.1:54321] "EVALSHA" "a1b2..." "1" ...
-//	+1700000000.123470 [0 lua] "HGETALL" "idem:..."
+//	+1700000000.123470 [0 lua] "HGETALL" "oncely:..."
 func (m *monitor) read(r *bufio.Reader) {
 	defer close(m.marks)
 	for {

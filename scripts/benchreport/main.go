@@ -15,7 +15,7 @@
 //
 // Floors are found by the benchmarks' own naming:
 //   - a paired benchmark reports each part's time as PART-ns/op and ratios
-//     as PART/FLOOR (store/raw, large/small, idemkit/powertools); each part
+//     as PART/FLOOR (store/raw, large/small, oncely/powertools); each part
 //     becomes a row, with its ratio to the floor part. PART-p50-ns,
 //     PART-p99-ns and PART-requests/op fill that row's other columns.
 //   - BenchmarkXFloor/SUB is the floor of every BenchmarkY/SUB of the same
@@ -407,7 +407,7 @@ func render(w io.Writer, res *results, title, cmd string, m machine, now time.Ti
 
 // shortPkg drops the module path from a package path.
 func shortPkg(pkg string) string {
-	return strings.TrimPrefix(strings.TrimPrefix(pkg, "github.com/idemkit/idemkit"), "/")
+	return strings.TrimPrefix(strings.TrimPrefix(pkg, "github.com/oncely/oncely"), "/")
 }
 
 // replaceSection returns doc with section name set to body: in place of

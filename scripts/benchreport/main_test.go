@@ -13,7 +13,7 @@ import (
 const canned = `note: How it was measured.
 goos: linux
 goarch: amd64
-pkg: github.com/idemkit/idemkit/ledger/ledgersqlite
+pkg: github.com/oncely/oncely/ledger/ledgersqlite
 cpu: Some CPU
 BenchmarkRawFloor/fresh-2         	     100	   1000 ns/op	  10 B/op	   1 allocs/op
 BenchmarkRawFloor/fresh-2         	     100	   3000 ns/op	  30 B/op	   3 allocs/op
@@ -23,7 +23,7 @@ BenchmarkConcurrentFresh/raw-FULL-1-2 	  50	   4000 ns/op
 BenchmarkConcurrentFresh/raw-NORMAL-1-2	  50	   1000 ns/op
 BenchmarkConcurrentFresh/store-FULL-16-2	  50	   2000 ns/op	  7.5 writes/commit
 BenchmarkLoneFloor-2   	     100	   1000 ns/op
-pkg: github.com/idemkit/idemkit/ledger/ledgerdynamo
+pkg: github.com/oncely/oncely/ledger/ledgerdynamo
 BenchmarkRawFloor-2   	     100	   1000 ns/op
 BenchmarkStore/fresh-2   	     100	   1500 ns/op
 BenchmarkStore/replay-2   	     100	   500 ns/op
@@ -33,8 +33,8 @@ BenchmarkRunning
 --- FAIL: BenchmarkSomething
 PASS
 pkg: peers
-BenchmarkPeers/fresh	100	100 idemkit-ns/op	90 idemkit-p50-ns	300 idemkit-p99-ns	2 idemkit-requests/op	200 powertools-ns/op	150 powertools-p50-ns	400 powertools-p99-ns	2 powertools-requests/op	0.5 idemkit/powertools
-BenchmarkPeers/fresh	100	100 idemkit-ns/op	90 idemkit-p50-ns	300 idemkit-p99-ns	2 idemkit-requests/op	200 powertools-ns/op	150 powertools-p50-ns	400 powertools-p99-ns	2 powertools-requests/op	0.7 idemkit/powertools
+BenchmarkPeers/fresh	100	100 oncely-ns/op	90 oncely-p50-ns	300 oncely-p99-ns	2 oncely-requests/op	200 powertools-ns/op	150 powertools-p50-ns	400 powertools-p99-ns	2 powertools-requests/op	0.5 oncely/powertools
+BenchmarkPeers/fresh	100	100 oncely-ns/op	90 oncely-p50-ns	300 oncely-p99-ns	2 oncely-requests/op	200 powertools-ns/op	150 powertools-p50-ns	400 powertools-p99-ns	2 powertools-requests/op	0.7 oncely/powertools
 `
 
 func TestRows(t *testing.T) {
@@ -62,7 +62,7 @@ func TestRows(t *testing.T) {
 		{name: "Contention", runs: 1, ns: "108 ms", p50: "74.1 ms", p99: "108 ms", other: "0 in-progress/op, 2.15 p99/tool"},
 		{name: "ContentionProcesses/watch", runs: 1, ns: "90 ms", p50: "60 ms", p99: "80 ms",
 			other: "62 ms holder, 0 in-progress/op, 1.6 p99/tool, 3.85 ms spread-p50, 16.5 ms spread-p99"},
-		{name: "Peers/fresh · idemkit", runs: 2, ns: "100 ns", p50: "90 ns", p99: "300 ns", requests: "2",
+		{name: "Peers/fresh · oncely", runs: 2, ns: "100 ns", p50: "90 ns", p99: "300 ns", requests: "2",
 			ratio: "0.60× powertools (p50 0.60×)"},
 		{name: "Peers/fresh · powertools", runs: 2, ns: "200 ns", p50: "150 ns", p99: "400 ns", requests: "2", ratio: "floor"},
 	} {
@@ -97,7 +97,7 @@ func TestRender(t *testing.T) {
 		"- reproduce: `make bench`\n",
 		"How it was measured.\n",
 		"| ledger/ledgersqlite | Execute/fresh | 2 | 3 µs |  |  | 100 | 10 |  | 1.50× RawFloor/fresh |  |\n",
-		"| peers | Peers/fresh · idemkit | 2 | 100 ns | 90 ns | 300 ns |  |  | 2 | 0.60× powertools (p50 0.60×) |  |\n",
+		"| peers | Peers/fresh · oncely | 2 | 100 ns | 90 ns | 300 ns |  |  | 2 | 0.60× powertools (p50 0.60×) |  |\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

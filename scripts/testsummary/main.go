@@ -202,5 +202,5 @@ func own(lines []string, n int) string {
 }
 
 func short(pkg string) string {
-	return strings.TrimPrefix(pkg, "github.com/idemkit/idemkit/")
+	return strings.TrimPrefix(pkg, "github.com/oncely/oncely/")
 }

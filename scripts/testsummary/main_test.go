@@ -39,19 +39,19 @@ func TestProgressAsPackagesFinish(t *testing.T) {
 		}
 	}
 
-	write(`{"Action":"start","Package":"github.com/idemkit/idemkit/client"}`,
-		`{"Action":"run","Package":"github.com/idemkit/idemkit/client","Test":"TestA"}`,
-		`{"Action":"pass","Package":"github.com/idemkit/idemkit/client","Test":"TestA","Elapsed":0.5}`,
-		`{"Action":"output","Package":"github.com/idemkit/idemkit/client","Output":"ok  \tgithub.com/idemkit/idemkit/client\t12.345s\n"}`,
-		`{"Action":"pass","Package":"github.com/idemkit/idemkit/client","Elapsed":12.345}`)
+	write(`{"Action":"start","Package":"github.com/oncely/oncely/client"}`,
+		`{"Action":"run","Package":"github.com/oncely/oncely/client","Test":"TestA"}`,
+		`{"Action":"pass","Package":"github.com/oncely/oncely/client","Test":"TestA","Elapsed":0.5}`,
+		`{"Action":"output","Package":"github.com/oncely/oncely/client","Output":"ok  \tgithub.com/oncely/oncely/client\t12.345s\n"}`,
+		`{"Action":"pass","Package":"github.com/oncely/oncely/client","Elapsed":12.345}`)
 	// The next package has not begun: the line is there already.
 	if got := next(); !strings.HasPrefix(got, "ok   client ") || !strings.HasSuffix(got, " 12.3s") {
 		t.Errorf("progress line %q, want 'ok   client ... 12.3s'", got)
 	}
-	write(`{"Action":"run","Package":"github.com/idemkit/idemkit/ledger","Test":"TestB"}`,
-		`{"Action":"output","Package":"github.com/idemkit/idemkit/ledger","Test":"TestB","Output":"    b_test.go:9: boom\n"}`,
-		`{"Action":"fail","Package":"github.com/idemkit/idemkit/ledger","Test":"TestB","Elapsed":0.1}`,
-		`{"Action":"fail","Package":"github.com/idemkit/idemkit/ledger","Elapsed":3}`)
+	write(`{"Action":"run","Package":"github.com/oncely/oncely/ledger","Test":"TestB"}`,
+		`{"Action":"output","Package":"github.com/oncely/oncely/ledger","Test":"TestB","Output":"    b_test.go:9: boom\n"}`,
+		`{"Action":"fail","Package":"github.com/oncely/oncely/ledger","Test":"TestB","Elapsed":0.1}`,
+		`{"Action":"fail","Package":"github.com/oncely/oncely/ledger","Elapsed":3}`)
 	if got := next(); !strings.HasPrefix(got, "FAIL ledger ") || !strings.HasSuffix(got, " 3.0s") {
 		t.Errorf("progress line %q, want 'FAIL ledger ... 3.0s'", got)
 	}

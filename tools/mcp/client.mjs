@@ -30,7 +30,7 @@ const plan = JSON.parse(input);
 const transport = command === "--url"
   ? new StreamableHTTPClientTransport(new URL(args[0]), { requestInit: { headers: plan.headers ?? {} } })
   : new StdioClientTransport({ command, args, env: { ...process.env, ...(plan.env ?? {}) }, stderr: "inherit" });
-const client = new Client({ name: "idemkit-ts-test-client", version: "1.0.0" }, { capabilities: { sampling: {} } });
+const client = new Client({ name: "oncely-ts-test-client", version: "1.0.0" }, { capabilities: { sampling: {} } });
 client.setRequestHandler(CreateMessageRequestSchema, async () => ({
   role: "assistant", model: "test-model", content: { type: "text", text: "forty-two" },
 }));

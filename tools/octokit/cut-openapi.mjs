@@ -1,7 +1,7 @@
 // Cuts GitHub's published OpenAPI description (@octokit/openapi, pinned
 // here, generated/api.github.com.json: 13 MB, more than Stoplight Prism
 // starts on in reasonable time and memory) down to the operations the
-// fake GitHub and idemkit's GitHub adapter use, with every component they
+// fake GitHub and oncely's GitHub adapter use, with every component they
 // reference (unchanged but for the rewrite below). Usage:
 // node cut-openapi.mjs OUT.json
 import { readFileSync, writeFileSync } from "node:fs";

@@ -7,7 +7,7 @@ import { Octokit } from "@octokit/rest";
 const octokit = new Octokit({
   auth: process.env.GITHUB_TOKEN,
   baseUrl: process.env.GITHUB_API_URL,
-  userAgent: "idemkit-octokit-session",
+  userAgent: "oncely-octokit-session",
   log: { debug() {}, info() {}, warn() {}, error: console.error },
 });
 const owner = "acme";
@@ -25,14 +25,14 @@ const failure = async (name, call) => {
 
 const issue = await octokit.rest.issues.create({
   owner, repo, title: "Export fails", labels: ["bug"],
-  body: "On empty carts.\n\n<!-- idemkit-key: node-1 -->",
+  body: "On empty carts.\n\n<!-- oncely-key: node-1 -->",
 });
 step("create", { status: issue.status, number: issue.data.number, labels: issue.data.labels.map((l) => l.name), user: issue.data.user.login });
 for (const n of [2, 3]) {
   await octokit.rest.issues.create({ owner, repo, title: `Issue ${n}` });
 }
 const comment = await octokit.rest.issues.createComment({
-  owner, repo, issue_number: 1, body: "Looking into it.\n\n<!-- idemkit-key: node-c1 -->",
+  owner, repo, issue_number: 1, body: "Looking into it.\n\n<!-- oncely-key: node-c1 -->",
 });
 step("comment", { status: comment.status, issue_url_ends: comment.data.issue_url.endsWith("/repos/acme/widgets/issues/1") });
 const got = await octokit.rest.issues.get({ owner, repo, issue_number: 1 });

@@ -16,7 +16,7 @@ const email = {
   to: ['ada@example.com'],
   subject: 'Order 42 confirmed',
   html: '<p>Your order is confirmed.</p>',
-  tags: [{ name: 'idem_key', value: 'node-session-1' }],
+  tags: [{ name: 'oncely_key', value: 'node-session-1' }],
 };
 const key = { idempotencyKey: 'node-session-1' };
 

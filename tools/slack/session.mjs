@@ -10,7 +10,7 @@ const web = new WebClient(process.env.SLACK_TOKEN, {
   rejectRateLimitedCalls: true,
 });
 const channel = process.env.SLACK_CHANNEL;
-const key = process.env.IDEM_KEY;
+const key = process.env.ONCELY_KEY;
 const out = (step, value) => console.log(JSON.stringify({ step, ...value }));
 const failure = async (step, fn) => {
   try {
@@ -24,9 +24,9 @@ const failure = async (step, fn) => {
 const posted = await web.chat.postMessage({
   channel,
   text: 'Deploy finished',
-  metadata: { event_type: 'idemkit_action', event_payload: { idem_key: key } },
+  metadata: { event_type: 'oncely_action', event_payload: { oncely_key: key } },
 });
-out('post', { ok: posted.ok, channel: posted.channel, ts: posted.ts, key: posted.message?.metadata?.event_payload?.idem_key });
+out('post', { ok: posted.ok, channel: posted.channel, ts: posted.ts, key: posted.message?.metadata?.event_payload?.oncely_key });
 
 const second = await web.chat.postMessage({ channel: '#general', text: 'Second', blocks: [{ type: 'section', text: { type: 'mrkdwn', text: '*Second*' } }] });
 out('post2', { ok: second.ok, channel: second.channel });
@@ -35,7 +35,7 @@ const page1 = await web.conversations.history({ channel, include_all_metadata: t
 out('history1', { count: page1.messages.length, text: page1.messages[0].text, has_more: page1.has_more, cursor: page1.response_metadata?.next_cursor ?? '' });
 
 const page2 = await web.conversations.history({ channel, include_all_metadata: true, limit: 1, cursor: page1.response_metadata.next_cursor });
-out('history2', { count: page2.messages.length, key: page2.messages[0].metadata?.event_payload?.idem_key, has_more: page2.has_more });
+out('history2', { count: page2.messages.length, key: page2.messages[0].metadata?.event_payload?.oncely_key, has_more: page2.has_more });
 
 const bare = await web.conversations.history({ channel, oldest: posted.ts, inclusive: true });
 out('history3', { count: bare.messages.length, metadata: bare.messages.some((m) => m.metadata !== undefined) });

@@ -3,7 +3,7 @@
 // Package githubspec gives tests GitHub's published OpenAPI description,
 // from the npm package @octokit/openapi pinned in the repository's
 // tools/octokit (installed with npm ci from its lockfile), cut to the
-// operations the fake GitHub and idemkit's GitHub adapter use by the
+// operations the fake GitHub and oncely's GitHub adapter use by the
 // committed script tools/octokit/cut-openapi.mjs: the whole description
 // (13 MB) is more than Stoplight Prism starts on in reasonable time and
 // memory. Components are kept, with one rewrite: an untyped nullable
@@ -26,7 +26,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 var cut struct {
@@ -74,7 +74,7 @@ func build() (string, bool, error) {
 	if err != nil {
 		return "", skip, err
 	}
-	tmp, err := os.MkdirTemp("", "idemkit-githubspec-")
+	tmp, err := os.MkdirTemp("", "oncely-githubspec-")
 	if err != nil {
 		return "", false, err
 	}

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
-	"github.com/idemkit/idemkit/fakes/fault"
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/fakes/fault"
 )
 
 // MaxBody is the largest request body a fake accepts (1 MiB); larger bodies

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/clock"
+	"github.com/oncely/oncely/clock"
 )
 
 // NewClock returns a fake clock set to a fixed instant.

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // process is a stripe-mock this process started.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // Version is the stripe-mock release the tests run against.
@@ -108,7 +108,7 @@ func BinDir() (string, error) {
 	if err2 != nil {
 		return "", &MissingError{What: "a directory to install into", Why: err.Error() + " and no user cache directory"}
 	}
-	return filepath.Join(cache, "idemkit", "stripe-mock", Version), nil
+	return filepath.Join(cache, "oncely", "stripe-mock", Version), nil
 }
 
 // answers reports whether stripe-mock answers an authenticated list

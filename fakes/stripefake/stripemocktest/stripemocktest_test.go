@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemkit/idemkit/fakes/stripefake/stripemocktest"
+	"github.com/oncely/oncely/fakes/stripefake/stripemocktest"
 )
 
 func TestMain(m *testing.M) { os.Exit(stripemocktest.Main(m)) }

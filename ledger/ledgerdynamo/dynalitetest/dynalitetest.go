@@ -20,8 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/internal/tooling"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/internal/tooling"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
 )
 
 // EnvEndpoint is the environment variable that names an existing
@@ -159,7 +159,7 @@ func NewTable(tb testing.TB, client *dynamodb.Client) string {
 // layout of the Stores that will use the table.
 func NewTableWith(tb testing.TB, client *dynamodb.Client, opts *ledgerdynamo.TableOptions) string {
 	tb.Helper()
-	table := uniqueName("idemkit-test")
+	table := uniqueName("oncely-test")
 	// A busy server (many tests creating tables at once, each its own
 	// stream of requests) may drop a connection: CreateTable is safe to
 	// repeat (an existing table is no error), so it is repeated, with
@@ -199,7 +199,7 @@ func ForExamples() (*dynamodb.Client, string) {
 	if !shared.started || shared.endpoint == "" {
 		panic("dynalitetest: ForExamples needs the server of dynalitetest.Main; call it from TestMain")
 	}
-	name := uniqueName("idemkit-example")
+	name := uniqueName("oncely-example")
 	exampleTables.Lock()
 	defer exampleTables.Unlock()
 	exampleTables.names = append(exampleTables.names, name)

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo"
-	"github.com/idemkit/idemkit/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(dynalitetest.Main(m)) }
@@ -100,7 +100,7 @@ func TestStart(t *testing.T) {
 		t.Fatalf("own server at %s (Main's at %s), want another loopback port", srv.Endpoint, shared)
 	}
 	own, main := dynalitetest.NewClient(srv.Endpoint), dynalitetest.NewClient(shared)
-	table := "idemkit-own-server"
+	table := "oncely-own-server"
 	if err := ledgerdynamo.CreateTable(ctx, own, table, nil); err != nil {
 		t.Fatal(err)
 	}

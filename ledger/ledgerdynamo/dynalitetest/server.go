@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // Server is a DynamoDB-compatible endpoint for tests: one this process

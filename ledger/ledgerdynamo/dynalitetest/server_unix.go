@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // launcher runs dynalite on 127.0.0.1 with a port the kernel picks and

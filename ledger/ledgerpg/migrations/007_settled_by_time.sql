@@ -19,4 +19,4 @@
 CREATE INDEX {{index:settled}} ON {{table}} (state, lease_until, key)
 	WHERE state IN ('done', 'failed');
 CREATE INDEX {{index:counters}} ON {{table}} (lease_until, key)
-	WHERE run_id = 'idemkit/counters';
+	WHERE run_id = 'oncely/counters';

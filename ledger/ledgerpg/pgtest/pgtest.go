@@ -1,7 +1,7 @@
 // Package pgtest gives tests a PostgreSQL server and a fresh schema per
 // test.
 //
-// The server is, in this order: the one IDEMKIT_POSTGRES_URL names; the
+// The server is, in this order: the one ONCELY_POSTGRES_URL names; the
 // one on 127.0.0.1:5432 (database test, user postgres, trust
 // authentication) when it answers; else one this package starts for the
 // test binary: it installs the Debian postgresql package with apt-get when
@@ -46,7 +46,7 @@ import (
 )
 
 // EnvURL names the environment variable with the URL of a server to use.
-const EnvURL = "IDEMKIT_POSTGRES_URL"
+const EnvURL = "ONCELY_POSTGRES_URL"
 
 // LocalURL is the server the development and CI machines run.
 const LocalURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -181,7 +181,7 @@ var schemaSeq atomic.Int64
 func createSchema(pool *pgxpool.Pool) (string, error) {
 	b := make([]byte, 4)
 	rand.Read(b)
-	name := fmt.Sprintf("idemkit_test_%d_%d_%s", os.Getpid(), schemaSeq.Add(1), hex.EncodeToString(b))
+	name := fmt.Sprintf("oncely_test_%d_%d_%s", os.Getpid(), schemaSeq.Add(1), hex.EncodeToString(b))
 	if _, err := pool.Exec(context.Background(), "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", fmt.Errorf("pgtest: create schema: %w", err)
 	}

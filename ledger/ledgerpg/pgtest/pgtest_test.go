@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idemkit/idemkit/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m.Run)) }

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/tooling"
+	"github.com/oncely/oncely/internal/tooling"
 )
 
 // StartTimeout bounds how long Start waits for the new server to answer.

@@ -8,7 +8,7 @@ import (
 )
 
 // Server is a PostgreSQL server that Start started. Starting one needs a
-// unix system; elsewhere set IDEMKIT_POSTGRES_URL.
+// unix system; elsewhere set ONCELY_POSTGRES_URL.
 type Server struct {
 	// URL reaches the server.
 	URL string

@@ -1,4 +1,4 @@
-// Package redistest gives tests a Redis server: the one IDEMKIT_REDIS_URL
+// Package redistest gives tests a Redis server: the one ONCELY_REDIS_URL
 // names, else the one answering on 127.0.0.1:6379 when it is configured as
 // ledgerredis.OpenURL requires by default (appendonly yes, appendfsync
 // always, maxmemory-policy noeviction), else a redis-server so configured
@@ -35,12 +35,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/internal/tooling"
-	"github.com/idemkit/idemkit/ledger/ledgerredis"
+	"github.com/oncely/oncely/internal/tooling"
+	"github.com/oncely/oncely/ledger/ledgerredis"
 )
 
 // EnvURL names an existing server to use (a redis:// URL).
-const EnvURL = "IDEMKIT_REDIS_URL"
+const EnvURL = "ONCELY_REDIS_URL"
 
 // DefaultAddr is where a development or CI machine runs its server.
 const DefaultAddr = "127.0.0.1:6379"
@@ -57,7 +57,7 @@ type Server struct {
 	dir  string
 }
 
-// Start returns the server of IDEMKIT_REDIS_URL (which the tests of
+// Start returns the server of ONCELY_REDIS_URL (which the tests of
 // ledgerredis.OpenURL need configured as it requires by default), else the
 // one on DefaultAddr when it is so configured, else a redis-server it
 // starts (StartBinary) with appendonly yes and appendfsync always.
@@ -235,7 +235,7 @@ var shared struct {
 	unavailable string
 }
 
-// Main finds or starts the server (Start), sets IDEMKIT_REDIS_URL to it
+// Main finds or starts the server (Start), sets ONCELY_REDIS_URL to it
 // for runnable examples and child processes, runs run (m.Run, or a wrapper
 // of it), and stops the server if it started one.
 func Main(run func() int) int {
@@ -300,7 +300,7 @@ func Prefix(tb testing.TB, rawurl string) string {
 	tb.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	prefix := fmt.Sprintf("idemkit-test-%d-%d-%s", os.Getpid(), seq.Add(1), hex.EncodeToString(b))
+	prefix := fmt.Sprintf("oncely-test-%d-%d-%s", os.Getpid(), seq.Add(1), hex.EncodeToString(b))
 	tb.Cleanup(func() {
 		if err := DeleteKeys(context.Background(), rawurl, "{"+prefix+"*"); err != nil {
 			tb.Errorf("redistest: %v", err)

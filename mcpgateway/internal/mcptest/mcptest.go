@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/idemkit/idemkit/internal/nodetools"
+	"github.com/oncely/oncely/internal/nodetools"
 )
 
 // Dir returns tools/mcp with its node_modules installed, and the path of

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/errclass"
-	"github.com/idemkit/idemkit/fakes"
-	"github.com/idemkit/idemkit/fakes/fault"
-	"github.com/idemkit/idemkit/providers"
+	"github.com/oncely/oncely/errclass"
+	"github.com/oncely/oncely/fakes"
+	"github.com/oncely/oncely/fakes/fault"
+	"github.com/oncely/oncely/providers"
 )
 
 // Timeout is the attempt timeout of HTTPConfig.

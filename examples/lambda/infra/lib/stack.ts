@@ -1,4 +1,4 @@
-// The stack of the idemkit Lambda example: the ledger table, the function
+// The stack of the oncely Lambda example: the ledger table, the function
 // that executes tool calls, a scheduled sweeper that settles uncertain
 // actions, a dead-letter queue for async invocations, and least-privilege
 // roles. The Stripe key stays in SSM Parameter Store (a SecureString the
@@ -14,7 +14,7 @@ import * as logs from "aws-cdk-lib/aws-logs";
 import * as sqs from "aws-cdk-lib/aws-sqs";
 import * as ssm from "aws-cdk-lib/aws-ssm";
 
-export interface IdemkitLambdaStackProps extends cdk.StackProps {
+export interface OncelyLambdaStackProps extends cdk.StackProps {
   /** Directory holding the function's `bootstrap` binary (arm64). */
   readonly assetDir: string;
   /** Name of the SecureString parameter holding the Stripe secret key. */
@@ -23,12 +23,12 @@ export interface IdemkitLambdaStackProps extends cdk.StackProps {
   readonly sweepEvery?: cdk.Duration;
 }
 
-export class IdemkitLambdaStack extends cdk.Stack {
+export class OncelyLambdaStack extends cdk.Stack {
   readonly table: dynamodb.TableV2;
   readonly toolFunction: lambda.Function;
   readonly sweeperFunction: lambda.Function;
 
-  constructor(scope: Construct, id: string, props: IdemkitLambdaStackProps) {
+  constructor(scope: Construct, id: string, props: OncelyLambdaStackProps) {
     super(scope, id, props);
 
     // The ledger, as ledgerdynamo.CreateTable makes it: key pk, the
@@ -60,7 +60,7 @@ export class IdemkitLambdaStack extends cdk.Stack {
       code,
       memorySize: 256,
       environment: {
-        IDEMKIT_TABLE: this.table.tableName,
+        ONCELY_TABLE: this.table.tableName,
         STRIPE_API_KEY_PARAMETER: props.stripeKeyParameter,
       },
     };
@@ -73,7 +73,7 @@ export class IdemkitLambdaStack extends cdk.Stack {
     });
     this.toolFunction = new lambda.Function(this, "Tool", {
       ...common,
-      description: "Executes an agent's tool calls through idemkit",
+      description: "Executes an agent's tool calls through oncely",
       timeout: cdk.Duration.seconds(30),
       deadLetterQueue: dlq,
       retryAttempts: 2,
@@ -84,9 +84,9 @@ export class IdemkitLambdaStack extends cdk.Stack {
     // the same providers' credentials as the tool function.
     this.sweeperFunction = new lambda.Function(this, "Sweeper", {
       ...common,
-      description: "Reconciles idemkit's uncertain and abandoned actions",
+      description: "Reconciles oncely's uncertain and abandoned actions",
       timeout: cdk.Duration.minutes(5),
-      environment: { ...common.environment, IDEMKIT_MODE: "sweeper" },
+      environment: { ...common.environment, ONCELY_MODE: "sweeper" },
       logGroup: new logs.LogGroup(this, "SweeperLogs", { retention: logs.RetentionDays.ONE_MONTH }),
     });
     new events.Rule(this, "SweepSchedule", {

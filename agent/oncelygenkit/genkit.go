@@ -1,0 +1,184 @@
+// Package genkit runs the tools of a Firebase Genkit (Go) application
+// through an oncely Executor: Wrap turns a tool function, as written for
+// genkit.DefineTool, into one whose every call is executed once per action,
+// and DefineTool does both in one line.
+//
+// Each call is executed with the run id of its context (WithRunID, or
+// Config.RunID). The tool function receives the input bound from the call
+// (identity fields normalized, see client.Invocation.Bind) and finds the
+// key to hand to its provider with InvocationFrom. The tool's output to the
+// model is an Output: the outcome, the model-facing message (package
+// client) and the function's result, from this call or replayed from the
+// ledger. However often Genkit runs the tool again for the same action —
+// the model calling it again with drifted arguments, the application
+// retrying or resuming a flow — the action happens once and the model is
+// told so truthfully.
+//
+// The package is its own module, so that only its users compile Genkit.
+// It cannot share one build list with agent/oncelyclaude: Genkit compiles only
+// against github.com/invopop/jsonschema v0.13, which anthropic-sdk-go/v2
+// raises to v0.14.
+package oncelygenkit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/genkit"
+
+	"github.com/oncely/oncely/client"
+)
+
+// Output is what a wrapped tool returns to the model.
+type Output[Out any] struct {
+	// Outcome is the call's outcome in words ("executed", "already done",
+	// "uncertain", ...: client.Outcome.String).
+	Outcome string `json:"outcome"`
+	// Message says truthfully what happened (client.Result.Text).
+	Message string `json:"message"`
+	// Result is the tool function's output: from this call (executed) or
+	// replayed from the ledger (already done); absent otherwise.
+	Result *Out `json:"result,omitempty"`
+}
+
+// ErrNoRunID is returned by a wrapped tool whose context carries no run id
+// (see WithRunID and Config.RunID); nothing was done.
+var ErrNoRunID = errors.New("genkit: no run id in the context")
+
+// ErrTool is matched by the errors of Wrap for a tool it cannot wrap.
+var ErrTool = errors.New("genkit: tool")
+
+// Config tunes Wrap. The zero value (or nil) gives the defaults.
+type Config struct {
+	// RunID returns the run id of a call's context (default: RunIDFrom,
+	// the id WithRunID put there). Use an id that stays the same when the
+	// work is repeated: the conversation, the flow's business key.
+	RunID func(ctx context.Context) string
+	// Summary describes an executed call's output for the ledger, which
+	// replays it to a repeat (default: the output as JSON, at most 200
+	// bytes).
+	Summary func(out any) string
+	// OnCall, when set, is called after each call with its result and the
+	// executor's error (oncely could not guard the call; the Output still
+	// says truthfully what happened).
+	OnCall func(ctx context.Context, name string, res client.Result, err error)
+}
+
+type runIDKey struct{}
+
+// WithRunID returns ctx carrying the run id the wrapped tools execute
+// under: pass it to the flow, or to genkit.Generate.
+func WithRunID(ctx context.Context, runID string) context.Context {
+	return context.WithValue(ctx, runIDKey{}, runID)
+}
+
+// RunIDFrom returns the run id WithRunID put in ctx ("" when none).
+func RunIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(runIDKey{}).(string)
+	return id
+}
+
+type invocationKey struct{}
+
+// InvocationFrom returns the oncely invocation a wrapped tool function
+// runs for: its DownstreamKey is the key to hand to the provider.
+func InvocationFrom(ctx context.Context) (client.Invocation, bool) {
+	inv, ok := ctx.Value(invocationKey{}).(client.Invocation)
+	return inv, ok
+}
+
+type toolContextKey struct{}
+
+// Wrap registers t with exec, its Run being fn, and returns the tool
+// function to define with genkit.DefineTool. t names the tool and says
+// what identifies its action (Identity, Validated, Reconciler, ...); its
+// Run must be nil. fn receives its input bound from the call
+// (client.Invocation.Bind) and a context InvocationFrom reads.
+func Wrap[In, Out any](exec *client.Executor, t client.Tool, fn ai.ToolFunc[In, Out], cfg *Config) (ai.ToolFunc[In, Output[Out]], error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.RunID == nil {
+		c.RunID = RunIDFrom
+	}
+	if c.Summary == nil {
+		c.Summary = jsonSummary
+	}
+	if t.Run != nil {
+		return nil, fmt.Errorf("%w: %s: Run is set; Wrap runs fn", ErrTool, t.Name)
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("%w: %s: no tool function", ErrTool, t.Name)
+	}
+	t.Run = func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+		var in In
+		if err := inv.Bind(&in); err != nil {
+			return client.Effect{}, err
+		}
+		tc := &ai.ToolContext{Context: context.WithValue(ctx, invocationKey{}, inv)}
+		if orig, ok := ctx.Value(toolContextKey{}).(*ai.ToolContext); ok {
+			tc.Resumed, tc.OriginalInput = orig.Resumed, orig.OriginalInput
+		}
+		out, err := fn(tc, in)
+		if err != nil {
+			return client.Effect{}, err
+		}
+		payload, err := json.Marshal(out)
+		if err != nil {
+			return client.Effect{}, fmt.Errorf("genkit: %s: the output does not marshal to JSON: %w", t.Name, err)
+		}
+		return client.Effect{Summary: c.Summary(out), Result: payload}, nil
+	}
+	if err := exec.Register(t); err != nil {
+		return nil, err
+	}
+	name := t.Name
+	return func(tc *ai.ToolContext, in In) (Output[Out], error) {
+		runID := c.RunID(tc)
+		if runID == "" {
+			return Output[Out]{}, fmt.Errorf("%w: %s", ErrNoRunID, name)
+		}
+		input, err := json.Marshal(in)
+		if err != nil {
+			return Output[Out]{}, fmt.Errorf("genkit: %s: input: %w", name, err)
+		}
+		ctx := context.WithValue(tc.Context, toolContextKey{}, tc)
+		res, execErr := exec.Execute(ctx, runID, client.Call{Tool: name, Input: input})
+		if c.OnCall != nil {
+			c.OnCall(tc, name, res, execErr)
+		}
+		o := Output[Out]{Outcome: res.Outcome.String(), Message: res.Text}
+		if (res.Outcome == client.Executed || res.Outcome == client.AlreadyDone) && len(res.Payload) > 0 {
+			var out Out
+			if err := json.Unmarshal(res.Payload, &out); err == nil {
+				o.Result = &out
+			}
+		}
+		return o, nil
+	}, nil
+}
+
+// DefineTool wraps fn (see Wrap) and defines it with genkit.DefineTool
+// under t.Name.
+func DefineTool[In, Out any](g *genkit.Genkit, exec *client.Executor, t client.Tool, description string, fn ai.ToolFunc[In, Out], cfg *Config, opts ...ai.ToolOption) (*ai.ToolDef[In, Output[Out]], error) {
+	wrapped, err := Wrap(exec, t, fn, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return genkit.DefineTool(g, t.Name, description, wrapped, opts...), nil
+}
+
+func jsonSummary(out any) string {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Sprint(out)
+	}
+	if len(b) > 200 {
+		return string(b[:197]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,136 @@
+//go:build !oncely_demo
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncely/oncely/console"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerurl"
+	"github.com/oncely/oncely/providers"
+)
+
+// EnvConsoleToken names the environment variable of the console's token.
+const EnvConsoleToken = "ONCELY_CONSOLE_TOKEN"
+
+func newConsoleCmd() *cobra.Command {
+	var (
+		p          providerFlags
+		toolMap    []string
+		listen     string
+		token      string
+		userHeader string
+		user       string
+		readOnly   bool
+		inFlight   time.Duration
+		refresh    time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "console",
+		Short: "Serve the operator console: what needs attention, one action, search, overview, in a browser",
+		Long: `Serve the operator console of a ledger over HTTP: the actions that need
+attention (uncertain, and pending whose lease ran out), every field of one
+action with reconcile now, mark done and mark failed, a search, and an
+overview of outcomes over time. The first line printed is its URL.
+
+It listens on 127.0.0.1 by default. Any other address needs --token (or
+ONCELY_CONSOLE_TOKEN; open the console once with ?token=...) or
+--user-header, the header in which an authenticating reverse proxy in front
+of it names the user. --read-only serves no action at all.
+
+Mark failed is refused while a request of the action's attempt may still
+commit (its lease end plus --in-flight), as 'oncely ledger resolve' refuses
+it. Resolutions record who made them: the proxy's user, or --user.
+
+With --tool NAME=ADAPTER (and the adapter's flags, as for oncely reconcile)
+an action of that tool can be reconciled now from its page. Adapters: ` + strings.Join(adapterNames, ", ") + `.`,
+		Example: `  oncely console --ledger sqlite://oncely.db
+  oncely console --ledger postgres://oncely@db/oncely --listen 0.0.0.0:8470 --user-header X-Forwarded-User
+  ONCELY_CONSOLE_TOKEN=... oncely console --ledger redis://cache:6379/0 --listen :8470 --read-only`,
+		Args: cobra.NoArgs,
+	}
+	url := ledgerFlag(cmd)
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:8470", "address to listen on (host:port; port 0 picks a free one)")
+	f.StringVar(&token, "token", os.Getenv(EnvConsoleToken), "token every request must carry (env "+EnvConsoleToken+"); required beyond loopback unless --user-header")
+	f.StringVar(&userHeader, "user-header", "", "header in which a reverse proxy names the authenticated user (e.g. X-Forwarded-User)")
+	f.StringVar(&user, "user", currentUser(), "who resolutions are recorded as made by, without --user-header")
+	f.BoolVar(&readOnly, "read-only", false, "serve no action: show records only")
+	f.DurationVar(&inFlight, "in-flight", ledger.DefaultInFlight, "how long a provider may still commit a request after it was sent")
+	f.DurationVar(&refresh, "refresh", 5*time.Second, "how often the attention list and the overview refresh in the browser")
+	f.StringArrayVar(&toolMap, "tool", nil, "tool name and its adapter, NAME=ADAPTER (repeatable), for reconcile now")
+	f.StringVar(&p.stripeKey, "stripe-key", os.Getenv("STRIPE_API_KEY"), "Stripe secret key (env STRIPE_API_KEY)")
+	f.StringVar(&p.stripeURL, "stripe-url", envOr("ONCELY_STRIPE_URL", "https://api.stripe.com"), "Stripe API base URL (env ONCELY_STRIPE_URL)")
+	f.StringVar(&p.mailURL, "mail-url", os.Getenv("ONCELY_MAIL_URL"), "mail API base URL (env ONCELY_MAIL_URL)")
+	f.StringVar(&p.mailKey, "mail-key", os.Getenv("ONCELY_MAIL_KEY"), "mail API key (env ONCELY_MAIL_KEY)")
+	f.StringVar(&p.crmURL, "crm-url", os.Getenv("ONCELY_CRM_URL"), "CRM API base URL (env ONCELY_CRM_URL)")
+	f.StringVar(&p.crmKey, "crm-key", os.Getenv("ONCELY_CRM_KEY"), "CRM API key (env ONCELY_CRM_KEY)")
+	f.StringVar(&p.keyheaderURL, "keyheader-url", os.Getenv("ONCELY_KEYHEADER_URL"), "base URL of an IETF Idempotency-Key API (env ONCELY_KEYHEADER_URL)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if inFlight <= 0 || refresh <= 0 {
+			return usageErr("--in-flight and --refresh are durations like 30s", "--in-flight and --refresh must be positive")
+		}
+		adapters := map[string]providers.Adapter{}
+		for _, m := range toolMap {
+			name, adapter, ok := strings.Cut(m, "=")
+			if !ok || name == "" {
+				return usageErr("--tool is NAME=ADAPTER", "--tool %q", m)
+			}
+			a, err := p.adapter(adapter)
+			if err != nil {
+				return err
+			}
+			adapters[name] = a
+		}
+		cfg := console.Config{Adapters: adapters, InFlight: inFlight, ReadOnly: readOnly, Token: token, UserHeader: userHeader, User: user, Refresh: refresh}
+		if err := console.CheckListen(listen, &cfg); err != nil {
+			return usageErr("listen on 127.0.0.1, or set --token (or "+EnvConsoleToken+") or --user-header", "%v", err)
+		}
+		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
+			cfg.Store = l
+			c, err := console.New(cfg)
+			if err != nil {
+				return usageErr("see 'oncely console --help'", "%v", err)
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return usageErr("choose another --listen address", "listen: %v", err)
+			}
+			srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+			ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ln) }()
+			mode := ""
+			if readOnly {
+				mode = " (read-only)"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "http://%s/\n", ln.Addr())
+			fmt.Fprintf(cmd.ErrOrStderr(), "oncely: console of %s%s on http://%s/; SIGINT or SIGTERM stops it\n", l.URL, mode, ln.Addr())
+			select {
+			case err := <-served:
+				return opErr(err, "")
+			case <-ctx.Done():
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return opErr(err, "")
+			}
+			return nil
+		})
+	}
+	return cmd
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncely/oncely/clock"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerdynamo"
+	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
+	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/ledger/ledgerurl"
+)
+
+// startConsole runs oncely console on url and returns the console's base URL.
+func startConsole(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	p := start(t, env, append([]string{"console", "--listen", "127.0.0.1:0", "--user", "alice"}, args...)...)
+	base := strings.TrimSpace(p.line(t))
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("oncely console printed %q, want its URL", base)
+	}
+	return strings.TrimSuffix(base, "/")
+}
+
+func fetch(t *testing.T, method, u string, form url.Values) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	cl := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// seedURL opens the ledger at raw and writes seed's records into it, and
+// those of more.
+func seedURL(t *testing.T, raw string, more ...func(*testing.T, ledger.Store, *clock.Fake)) {
+	t.Helper()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Now())
+	l, err := ledgerurl.Open(ctx, raw, &ledgerurl.Config{Create: true, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := l.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, l, clk)
+	for _, m := range more {
+		m(t, l, clk)
+	}
+}
+
+// testConsoleOn drives oncely console over a seeded ledger: the attention
+// list, one action's page, a resolution, and the list without it.
+func testConsoleOn(t *testing.T, raw string, env []string) {
+	t.Helper()
+	base := startConsole(t, env, "--ledger", raw)
+	code, page := fetch(t, http.MethodGet, base+"/", nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET /: %d\n%s", code, page)
+	}
+	keys := regexp.MustCompile(`data-key="([^"]+)"`).FindAllStringSubmatch(page, -1)
+	if len(keys) != 2 || keys[0][1] != "k-abandoned" || keys[1][1] != "k-uncertain" {
+		t.Fatalf("needs attention lists %v, want k-abandoned, k-uncertain", keys)
+	}
+	code, page = fetch(t, http.MethodGet, base+"/action/k-uncertain", nil)
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if code != http.StatusOK || m == nil || !strings.Contains(page, "timeout after the request was sent") {
+		t.Fatalf("action page: %d\n%s", code, page)
+	}
+	code, _ = fetch(t, http.MethodPost, base+"/action/k-uncertain/resolve",
+		url.Values{"csrf": {m[1]}, "verdict": {"done"}, "ref": {"msg_9"}, "note": {"msg_9 is in the provider's log"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("resolve: %d", code)
+	}
+	rec := decodeJSON[recordJSON](t, runCLI(t, env, "ledger", "show", "k-uncertain", "--ledger", raw, "--json").wantOK(t).stdout)
+	if rec.State != ledger.StateDone || rec.Ref != "msg_9" || rec.ResolvedBy != "alice" {
+		t.Errorf("record after the console resolved it: %+v", rec)
+	}
+	if _, page = fetch(t, http.MethodGet, base+"/", nil); strings.Contains(page, `data-key="k-uncertain"`) {
+		t.Error("the resolved action is still listed")
+	}
+	for _, p := range []string{"/overview?range=6h", "/search?run=run-a", "/search?state=pending"} {
+		if code, page := fetch(t, http.MethodGet, base+p, nil); code != http.StatusOK {
+			t.Errorf("GET %s: %d\n%s", p, code, page)
+		}
+	}
+}
+
+func TestConsoleSQLite(t *testing.T) {
+	t.Parallel()
+	testConsoleOn(t, newSQLiteLedger(t), nil)
+}
+
+func TestConsolePostgres(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, pgtest.Pool(t))
+	raw := pgURL(t, "schema="+schema+"&table=ledger")
+	seedURL(t, raw)
+	testConsoleOn(t, raw, nil)
+}
+
+func TestConsoleRedis(t *testing.T) {
+	t.Parallel()
+	raw := redistest.URL(t) + "?prefix=" + url.QueryEscape("console-test-"+ledger.NewOwner()[:12]+":") + "&durability=unchecked"
+	seedURL(t, raw)
+	testConsoleOn(t, raw, nil)
+}
+
+func TestConsoleDynamoDB(t *testing.T) {
+	t.Parallel()
+	endpoint := dynalitetest.Endpoint(t)
+	client, table := dynalitetest.ForExamples()
+	raw := "dynamodb://" + table + "?region=us-east-1&endpoint=" + endpoint
+	runCLI(t, awsEnv, "ledger", "init", "--ledger", raw).wantOK(t)
+	clk := clock.NewFake(time.Now())
+	seed(t, ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clk}), clk)
+	testConsoleOn(t, raw, awsEnv)
+}
+
+func TestConsoleRefusesOpenListenWithoutToken(t *testing.T) {
+	t.Parallel()
+	raw := newSQLiteLedger(t)
+	runCLI(t, nil, "console", "--ledger", raw, "--listen", "0.0.0.0:0").
+		wantError(t, exitUsage, "beyond loopback", "--token")
+	// With a token it listens, and refuses requests without it.
+	p := start(t, []string{EnvConsoleToken + "=tok-123"}, "console", "--ledger", raw, "--listen", "0.0.0.0:0")
+	base := strings.Replace(strings.TrimSpace(p.line(t)), "0.0.0.0", "127.0.0.1", 1)
+	base = strings.Replace(base, "[::]", "127.0.0.1", 1)
+	if code, _ := fetch(t, http.MethodGet, base, nil); code != http.StatusUnauthorized {
+		t.Errorf("without the token: %d", code)
+	}
+	if code, _ := fetch(t, http.MethodGet, base+"?token=tok-123", nil); code != http.StatusSeeOther {
+		t.Errorf("with the token: %d", code)
+	}
+}
+
+func TestConsoleReadOnly(t *testing.T) {
+	t.Parallel()
+	raw := newSQLiteLedger(t)
+	base := startConsole(t, nil, "--ledger", raw, "--read-only")
+	_, page := fetch(t, http.MethodGet, base+"/action/k-uncertain", nil)
+	if strings.Contains(page, `method="post"`) {
+		t.Error("a read-only console offers actions")
+	}
+	if code, _ := fetch(t, http.MethodPost, base+"/action/k-uncertain/resolve", url.Values{"verdict": {"done"}, "note": {"x"}}); code != http.StatusForbidden {
+		t.Errorf("POST to a read-only console: %d", code)
+	}
+}

@@ -1,0 +1,202 @@
+package oncelyfunc_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/oncelyfunc"
+)
+
+func msg(id, body, group string, fifo bool) events.SQSMessage {
+	arn := "arn:aws:sqs:us-east-1:123456789012:orders"
+	if fifo {
+		arn += ".fifo"
+	}
+	return events.SQSMessage{MessageId: id, Body: body, EventSourceARN: arn, Attributes: map[string]string{"MessageGroupId": group}}
+}
+
+func failures(r events.SQSEventResponse) []string {
+	var ids []string
+	for _, f := range r.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	return ids
+}
+
+// Redelivered messages are handled once; a definite failure is reported
+// for redelivery and handled on the next delivery.
+func TestSQSRedelivery(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	var handled []string
+	failOnce := map[string]bool{"m2": true}
+	h, err := oncelyfunc.SQS(exec, "orders", oncelyfunc.SQSOptions{}, func(_ context.Context, m events.SQSMessage) error {
+		if failOnce[m.MessageId] {
+			failOnce[m.MessageId] = false
+			return client.Definite(errors.New("downstream refused"))
+		}
+		handled = append(handled, m.MessageId)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	batch := events.SQSEvent{Records: []events.SQSMessage{msg("m1", "{}", "", false), msg("m2", "{}", "", false), msg("m3", "{}", "", false)}}
+	resp, err := h(ctx, batch)
+	if err != nil || !slices.Equal(failures(resp), []string{"m2"}) {
+		t.Fatalf("first delivery: failures %v, %v; want [m2]", failures(resp), err)
+	}
+	// Lambda delivers the whole batch again (a timeout), and m2 again.
+	resp, err = h(ctx, batch)
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("redelivery: failures %v, %v", failures(resp), err)
+	}
+	if !slices.Equal(handled, []string{"m1", "m3", "m2"}) {
+		t.Errorf("handled %v, want each message once: [m1 m3 m2]", handled)
+	}
+}
+
+// With identity fields from the body, two messages carrying one order are
+// one action.
+func TestSQSBodyIdentity(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	n := 0
+	h, err := oncelyfunc.SQS(exec, "orders", oncelyfunc.SQSOptions{
+		Identity: []oncelyfunc.Key{{Expr: "json_parse(body).orderId", Norm: client.Integer}},
+	}, func(context.Context, events.SQSMessage) error { n++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		msg("a", `{"orderId": 12, "from": "checkout"}`, "", false),
+		msg("b", `{"orderId": "12", "from": "retry job"}`, "", false),
+		msg("c", `{"from": "no order"}`, "", false),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || !slices.Equal(failures(resp), []string{"c"}) {
+		t.Errorf("handled %d times, failures %v; want 1 and [c] (no identity)", n, failures(resp))
+	}
+}
+
+// On a FIFO queue a failure holds back the rest of its message group, not
+// the other groups.
+func TestSQSFIFOGroups(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	var handled []string
+	h, err := oncelyfunc.SQS(exec, "orders", oncelyfunc.SQSOptions{}, func(_ context.Context, m events.SQSMessage) error {
+		if m.MessageId == "a1" {
+			return client.Definite(errors.New("refused"))
+		}
+		handled = append(handled, m.MessageId)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{
+		msg("a1", "{}", "A", true), msg("b1", "{}", "B", true), msg("a2", "{}", "A", true), msg("b2", "{}", "B", true),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(failures(resp), []string{"a1", "a2"}) || !slices.Equal(handled, []string{"b1", "b2"}) {
+		t.Errorf("failures %v, handled %v; want [a1 a2] and [b1 b2]", failures(resp), handled)
+	}
+}
+
+// A message whose action is done is processed, also when the ledger holds
+// no result for it: the reconciler found the effect (in the same
+// delivery), or an operator resolved the record done. Until then an
+// uncertain message is reported for redelivery with a warning that says
+// what to do.
+func TestSQSDoneWithoutResult(t *testing.T) {
+	t.Parallel()
+	found := client.ReconcilerFunc(func(context.Context, client.Invocation) (client.Reconciliation, error) {
+		return client.Reconciliation{Verdict: client.VerdictFound, Effect: client.Effect{Summary: "shipped"}}, nil
+	})
+	for _, c := range []struct {
+		name       string
+		reconciler client.Reconciler
+		resolve    bool // an operator resolves the record done before the redelivery
+	}{
+		{"reconciled in the same delivery", found, false},
+		{"resolved by an operator", nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			store := ledgermem.New(nil)
+			var logs bytes.Buffer
+			handled := 0
+			h, err := oncelyfunc.SQS(client.New(store, nil), "ship", oncelyfunc.SQSOptions{
+				Reconciler: c.reconciler,
+				Logger:     slog.New(slog.NewTextHandler(&logs, nil)),
+			}, func(context.Context, events.SQSMessage) error {
+				handled++
+				return errors.New("connection reset after the request was sent") // ambiguous
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := events.SQSEvent{Records: []events.SQSMessage{msg("m1", "{}", "", false)}}
+			resp, err := h(ctx, batch)
+			if c.resolve {
+				uncertain, lerr := store.List(ctx, ledger.Filter{State: ledger.StateUncertain})
+				if err != nil || lerr != nil || len(uncertain) != 1 || !slices.Equal(failures(resp), []string{"m1"}) {
+					t.Fatalf("first delivery: failures %v, %v; uncertain %v, %v", failures(resp), err, uncertain, lerr)
+				}
+				key := uncertain[0].Key
+				if out := logs.String(); !strings.Contains(out, "key="+key) || !strings.Contains(out, "oncely ledger resolve") || !strings.Contains(out, "dead-letter queue") {
+					t.Errorf("the uncertain message went for redelivery without saying what to do: %q", out)
+				}
+				if _, err := ledger.Resolve(ctx, store, key, ledger.Resolution{Done: true, Summary: "found by hand", By: "alice"}, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				resp, err = h(ctx, batch) // the redelivery
+			}
+			if err != nil || len(resp.BatchItemFailures) != 0 {
+				t.Errorf("a message whose action is done: failures %v, %v; want none", failures(resp), err)
+			}
+			if handled != 1 {
+				t.Errorf("handled %d times, want 1", handled)
+			}
+		})
+	}
+}
+
+// A message without an identity is reported for redelivery with a
+// warning: it can only reach the dead-letter queue.
+func TestSQSNoIdentityLogged(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	h, err := oncelyfunc.SQS(client.New(ledgermem.New(nil), nil), "ship", oncelyfunc.SQSOptions{
+		Identity: []oncelyfunc.Key{{Expr: "json_parse(body).orderId"}},
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+	}, func(context.Context, events.SQSMessage) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg("m1", `{"orderId": ""}`, "", false)}})
+	if err != nil || !slices.Equal(failures(resp), []string{"m1"}) {
+		t.Fatalf("failures %v, %v; want [m1]", failures(resp), err)
+	}
+	if out := logs.String(); !strings.Contains(out, "message_id=m1") || !strings.Contains(out, "dead-letter queue") {
+		t.Errorf("log: %q", out)
+	}
+}
