@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -87,6 +90,9 @@ type Config struct {
 	// warning in the log, and the gateway starts). A misspelt name would
 	// otherwise leave the tool it meant unguarded.
 	MissingTools string `json:"missingTools,omitempty"`
+	// HTTP configures the streamable-HTTP transport (Handler): the
+	// origins it serves besides its own, and how clients authenticate.
+	HTTP HTTPConfig `json:"http,omitzero"`
 }
 
 // DefaultCallTimeout is Config.CallTimeout's default.
@@ -332,6 +338,23 @@ func (c *Config) Validate() error {
 	if c.MissingTools != "" && c.MissingTools != "error" && c.MissingTools != "warn" {
 		bad("missingTools: %q is not error or warn", c.MissingTools)
 	}
+	for _, o := range c.HTTP.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad("http.allowedOrigins: %q is not an origin (scheme://host[:port])", o)
+		} else if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+			bad("http.allowedOrigins: %v", err)
+		}
+	}
+	if oc := c.HTTP.Auth.OAuth; oc != nil {
+		for _, f := range []struct{ name, v string }{{"issuer", oc.Issuer}, {"resource", oc.Resource}, {"jwksUrl", oc.JWKSURL}} {
+			if f.v == "" && f.name == "jwksUrl" {
+				continue
+			}
+			if u, err := url.Parse(f.v); err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) || u.Host == "" {
+				bad("http.auth.oauth.%s: %q is not an https URL (http only on loopback)", f.name, f.v)
+			}
+		}
+	}
 	for name, t := range c.Tools {
 		if len(t.Identity) == 0 {
 			bad("tools.%s: no identity fields", name)
@@ -381,4 +404,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// loopbackHost reports whether host (a name or an address, without a
+// port) is this machine's loopback.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

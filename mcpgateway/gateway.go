@@ -111,6 +111,11 @@ type Options struct {
 	// Executor, when set, wraps the executor the calls go through
 	// (oncelyotel's Instruments.Executor gives each call a span).
 	Executor func(*client.Executor) Executor
+	// Token is the bearer token every client of Handler must send
+	// (Authorization: Bearer TOKEN); empty: none (see HTTPConfig.Auth).
+	// oncely mcp reads it from TokenEnv or a file, never from a flag,
+	// which ps and --help would show.
+	Token string
 }
 
 // Executor executes tool calls; *client.Executor implements it, and so do
@@ -132,6 +137,7 @@ type Gateway struct {
 	tools    map[string]*guarded
 	log      *slog.Logger
 	procRun  string // the run id of stdio sessions without another source
+	token    string // Options.Token
 	timeout  time.Duration
 	catalog  catalog
 	progress progress
@@ -211,7 +217,7 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	}
 	g := &Gateway{
 		cfg: *cfg, exec: client.New(store, &cc), tools: map[string]*guarded{}, log: o.Logger,
-		procRun: "session-" + randomHex(), timeout: time.Duration(cfg.CallTimeout), wrap: o.Tool,
+		procRun: "session-" + randomHex(), token: o.Token, timeout: time.Duration(cfg.CallTimeout), wrap: o.Tool,
 	}
 	g.calls = g.exec
 	if o.Executor != nil {
@@ -459,7 +465,10 @@ func (g *Gateway) Stdio() *StdioTransport { return &StdioTransport{Limits: g.cfg
 
 // Handler serves clients over streamable HTTP; opts may be nil. Unless
 // opts says otherwise, a request body is bounded by the configuration's
-// Limits.MaxFrameBytes.
+// Limits.MaxFrameBytes. It refuses cross-origin browser requests but those
+// of HTTPConfig.AllowedOrigins (and, on loopback, a Host header that is
+// not loopback's, against DNS rebinding), and requires the credentials
+// HTTPConfig.Auth and Options.Token set (see Authenticated).
 func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	var o mcp.StreamableHTTPOptions
 	if opts != nil {
@@ -471,7 +480,7 @@ func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	if g.cfg.Run.ID == "" {
 		g.log.Warn("mcpgateway: no run id is configured: a call without the " + or(g.cfg.Run.Header, DefaultRunHeader) + " header or the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta) + " is scoped by its MCP session, and a client that reconnects starts a new run, in which its calls are done again")
 	}
-	return withRawParams(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o), int(o.MaxRequestBodyBytes))
+	return g.secure(withRawParams(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o), int(o.MaxRequestBodyBytes)))
 }
 
 // Close waits for the configured tool calls still running to be recorded,

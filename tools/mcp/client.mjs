@@ -11,6 +11,12 @@
 //	  {"complete": {"ref": {...}, "argument": {...}}}
 //	]}
 //
+// With "--url", the plan's "headers" go with every request, and its
+// "oauth" ({"clientId", "clientSecret", "scope"}) makes the SDK's
+// client-credentials provider authenticate (RFC 9728 discovery from the
+// server's 401, the issuer's token endpoint). A connection that fails
+// prints {"connectError": {"code", "message"}} and nothing else.
+//
 // A call prints its result, or {"error": {"code", "message"}} when the
 // client throws (an outputSchema violation, a JSON-RPC error), with
 // "progress": the notifications it got when it asked for them. A list
@@ -20,6 +26,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth-extensions.js";
 import { CreateMessageRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 let [command, ...args] = process.argv.slice(2);
@@ -28,13 +35,21 @@ for await (const chunk of process.stdin) input += chunk;
 const plan = JSON.parse(input);
 
 const transport = command === "--url"
-  ? new StreamableHTTPClientTransport(new URL(args[0]), { requestInit: { headers: plan.headers ?? {} } })
+  ? new StreamableHTTPClientTransport(new URL(args[0]), {
+      requestInit: { headers: plan.headers ?? {} },
+      authProvider: plan.oauth ? new ClientCredentialsProvider(plan.oauth) : undefined,
+    })
   : new StdioClientTransport({ command, args, env: { ...process.env, ...(plan.env ?? {}) }, stderr: "inherit" });
 const client = new Client({ name: "oncely-ts-test-client", version: "1.0.0" }, { capabilities: { sampling: {} } });
 client.setRequestHandler(CreateMessageRequestSchema, async () => ({
   role: "assistant", model: "test-model", content: { type: "text", text: "forty-two" },
 }));
-await client.connect(transport);
+try {
+  await client.connect(transport);
+} catch (e) {
+  process.stdout.write(JSON.stringify({ connectError: { code: e.code, message: e.message } }) + "\n");
+  process.exit(0);
+}
 // The last result as it came on the wire, before the SDK parsed it.
 let lastResult;
 const onmessage = transport.onmessage;
