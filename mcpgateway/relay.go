@@ -267,7 +267,7 @@ func rawParams(req mcp.Request) json.RawMessage {
 // client would wait forever).
 func withRawParams(next http.Handler, limit int) http.Handler {
 	var mu sync.Mutex
-	inflight := map[string]bool{} // session and id
+	inflight := map[string]*atomic.Bool{} // session and id: whether the client cancelled it
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(rawParamsHeader)
 		if r.Method != http.MethodPost || r.Body == nil {
@@ -293,14 +293,32 @@ func withRawParams(next http.Handler, limit int) http.Handler {
 			r.Header.Set(rawParamsHeader, string(msg.Params))
 		}
 		session := r.Header.Get("Mcp-Session-Id")
+		if session != "" && msg.Method == "notifications/cancelled" {
+			// The client cancelled a request in flight: its answer is not
+			// written (the specification says a receiver should not answer
+			// a cancelled request), though the call may run to its end.
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			if json.Unmarshal(msg.Params, &p) == nil && len(p.RequestID) > 0 {
+				mu.Lock()
+				if c := inflight[session+"\x00"+string(p.RequestID)]; c != nil {
+					c.Store(true)
+				}
+				mu.Unlock()
+			}
+		}
 		if session == "" || msg.Method == "" || len(msg.ID) == 0 || string(msg.ID) == "null" {
 			next.ServeHTTP(w, r)
 			return
 		}
 		key := session + "\x00" + string(msg.ID)
+		cancelled := new(atomic.Bool)
 		mu.Lock()
-		busy := inflight[key]
-		inflight[key] = true
+		busy := inflight[key] != nil
+		if !busy {
+			inflight[key] = cancelled
+		}
 		mu.Unlock()
 		if busy {
 			w.Header().Set("Content-Type", "application/json")
@@ -313,9 +331,32 @@ func withRawParams(next http.Handler, limit int) http.Handler {
 			delete(inflight, key)
 			mu.Unlock()
 		}()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(&unlessCancelled{ResponseWriter: w, cancelled: cancelled}, r)
 	})
 }
+
+// unlessCancelled writes a request's response stream until the client
+// cancels the request; what follows (its answer, its progress) is not
+// sent, and the stream ends when the request does.
+type unlessCancelled struct {
+	http.ResponseWriter
+	cancelled *atomic.Bool
+}
+
+func (u *unlessCancelled) Write(b []byte) (int, error) {
+	if u.cancelled.Load() {
+		return len(b), nil
+	}
+	return u.ResponseWriter.Write(b)
+}
+
+func (u *unlessCancelled) Flush() {
+	if f, ok := u.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (u *unlessCancelled) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
 // progress routes the upstream's progress notifications to the clients
 // whose requests asked for them: each forwarded request with a progress

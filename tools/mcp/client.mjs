@@ -17,6 +17,13 @@
 // server's 401, the issuer's token endpoint). A connection that fails
 // prints {"connectError": {"code", "message"}} and nothing else.
 //
+// A call's "cancelWhen" ({"file", "contains"}) aborts it (the SDK sends
+// notifications/cancelled) once the file contains the text; a step
+// {"touch": path} creates a file, {"waitFor": {"file", "contains"}} waits
+// for a file's text. With "reportErrors", a last line {"errors": [...]}
+// lists what the SDK reported through onerror (a response to a request it
+// no longer awaits, for one).
+//
 // A call prints its result, or {"error": {"code", "message"}} when the
 // client throws (an outputSchema violation, a JSON-RPC error), with
 // "progress": the notifications it got when it asked for them. A list
@@ -28,6 +35,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ClientCredentialsProvider } from "@modelcontextprotocol/sdk/client/auth-extensions.js";
 import { CreateMessageRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 
 let [command, ...args] = process.argv.slice(2);
 let input = "";
@@ -44,6 +52,18 @@ const client = new Client({ name: "oncely-ts-test-client", version: "1.0.0" }, {
 client.setRequestHandler(CreateMessageRequestSchema, async () => ({
   role: "assistant", model: "test-model", content: { type: "text", text: "forty-two" },
 }));
+const errors = [];
+client.onerror = (e) => errors.push(String(e?.message ?? e));
+
+// waitFor polls a file until it contains a text, for at most two minutes.
+async function waitFor({ file, contains }) {
+  const deadline = Date.now() + 120000;
+  while (!(existsSync(file) && readFileSync(file, "utf8").includes(contains))) {
+    if (Date.now() > deadline) throw new Error(`${file} never contained ${contains}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 try {
   await client.connect(transport);
 } catch (e) {
@@ -60,7 +80,12 @@ transport.onmessage = (msg, extra) => {
 
 async function call(step) {
   const progress = [];
-  const options = step.progress ? { onprogress: (p) => progress.push(p) } : undefined;
+  const options = step.progress ? { onprogress: (p) => progress.push(p) } : {};
+  if (step.cancelWhen) {
+    const controller = new AbortController();
+    options.signal = controller.signal;
+    waitFor(step.cancelWhen).then(() => controller.abort("the test cancels it"));
+  }
   let out;
   try {
     const params = { name: step.name, arguments: step.arguments };
@@ -75,7 +100,11 @@ async function call(step) {
 
 try {
   for (const step of plan.steps) {
-    if (step.parallel) {
+    if (step.touch) {
+      writeFileSync(step.touch, "");
+    } else if (step.waitFor) {
+      await waitFor(step.waitFor);
+    } else if (step.parallel) {
       for (const r of await Promise.all(step.parallel.map(call))) process.stdout.write(JSON.stringify(r) + "\n");
     } else if (step.list || step.complete) {
       const list = { tools: "listTools", prompts: "listPrompts", resources: "listResources", resourceTemplates: "listResourceTemplates" }[step.list];
@@ -91,6 +120,7 @@ try {
       process.stdout.write(JSON.stringify(await call(step)) + "\n");
     }
   }
+  if (plan.reportErrors) process.stdout.write(JSON.stringify({ errors }) + "\n");
 } finally {
   await client.close();
 }
