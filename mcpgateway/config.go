@@ -191,6 +191,18 @@ type ToolConfig struct {
 	// the TypeScript SDK, refuse it). Repeats whose first result was kept
 	// carry its structuredContent, with or without Replay.
 	Unkept string `json:"unkept,omitempty"`
+	// ClientKey says what an idempotency key the client sends with a
+	// call does (see ClientKeyIgnore): "ignore" (default: the identity
+	// fields alone say what the action is), "identity" (the key is the
+	// action's identity) or "combine" (the key and the identity fields
+	// together). With a key, the same key and the same arguments get the
+	// first call's answer, and the same key with other arguments is
+	// refused as a conflict, never replayed. The key is read from
+	// params.idempotencyKey (MCP SEP-3182), arguments.meta.idempotency_key
+	// (the Agentic Commerce Protocol) and arguments.meta["idempotency-key"]
+	// (the Universal Commerce Protocol), and reaches the upstream where
+	// the client put it, whatever ClientKey says.
+	ClientKey string `json:"clientKey,omitempty"`
 }
 
 // ErrorMatch matches an upstream error that means nothing was done: an
@@ -369,6 +381,9 @@ func (c *Config) Validate() error {
 				bad("tools.%s: field path %q is not a path: %v", name, f.Path, err)
 				continue
 			}
+			if strings.HasPrefix(p.dot, "oncely:") {
+				bad("tools.%s: field path %q: names starting with oncely: are the gateway's", name, f.Path)
+			}
 			if seen[p.dot] {
 				bad("tools.%s: field %s is named twice", name, f.Path)
 			}
@@ -383,6 +398,11 @@ func (c *Config) Validate() error {
 					bad("tools.%s: definite[%d]: %v", name, i, err)
 				}
 			}
+		}
+		switch t.ClientKey {
+		case "", ClientKeyIgnore, ClientKeyIdentity, ClientKeyCombine:
+		default:
+			bad("tools.%s: clientKey %q is not ignore, identity or combine", name, t.ClientKey)
 		}
 		if t.Unkept != "" && t.Unkept != "error" && t.Unkept != "text" {
 			bad("tools.%s: unkept %q is not error or text", name, t.Unkept)

@@ -461,7 +461,9 @@ func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
 // Stdio returns the transport that serves one client over this process's
 // standard input and output, with the configuration's Limits: pass it to
 // Serve.
-func (g *Gateway) Stdio() *StdioTransport { return &StdioTransport{Limits: g.cfg.Limits} }
+func (g *Gateway) Stdio() *StdioTransport {
+	return &StdioTransport{Limits: g.cfg.Limits, idempotency: g.cfg.usesClientKeys()}
+}
 
 // Handler serves clients over streamable HTTP; opts may be nil. Unless
 // opts says otherwise, a request body is bounded by the configuration's
@@ -480,7 +482,7 @@ func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	if g.cfg.Run.ID == "" {
 		g.log.Warn("mcpgateway: no run id is configured: a call without the " + or(g.cfg.Run.Header, DefaultRunHeader) + " header or the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta) + " is scoped by its MCP session, and a client that reconnects starts a new run, in which its calls are done again")
 	}
-	return g.secure(withRawParams(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o), int(o.MaxRequestBodyBytes)))
+	return g.secure(withRawParams(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o), int(o.MaxRequestBodyBytes), g.cfg.usesClientKeys()))
 }
 
 // Close waits for the configured tool calls still running to be recorded,

@@ -265,7 +265,7 @@ func rawParams(req mcp.Request) json.RawMessage {
 // that reuses the id of a request of its session still in flight with an
 // error (the go-sdk's connection would drop it without an answer, and the
 // client would wait forever).
-func withRawParams(next http.Handler, limit int) http.Handler {
+func withRawParams(next http.Handler, limit int, idempotency bool) http.Handler {
 	var mu sync.Mutex
 	inflight := map[string]*atomic.Bool{} // session and id: whether the client cancelled it
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -291,6 +291,10 @@ func withRawParams(next http.Handler, limit int) http.Handler {
 		}
 		if len(msg.Params) > 0 && msg.Params[0] == '{' {
 			r.Header.Set(rawParamsHeader, string(msg.Params))
+		}
+		if msg.Method == "initialize" && idempotency {
+			next.ServeHTTP(&initializeWriter{ResponseWriter: w}, r)
+			return
 		}
 		session := r.Header.Get("Mcp-Session-Id")
 		if session != "" && msg.Method == "notifications/cancelled" {
@@ -334,6 +338,32 @@ func withRawParams(next http.Handler, limit int) http.Handler {
 		next.ServeHTTP(&unlessCancelled{ResponseWriter: w, cancelled: cancelled}, r)
 	})
 }
+
+// initializeWriter adds tools.idempotency to the capabilities of the
+// initialize result it writes (as JSON or as the one event of a stream).
+type initializeWriter struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (i *initializeWriter) Write(b []byte) (int, error) {
+	if !i.done && bytes.Contains(b, []byte(`"capabilities":`)) {
+		i.done = true
+		if _, err := i.ResponseWriter.Write(withIdempotencyCapability(b)); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return i.ResponseWriter.Write(b)
+}
+
+func (i *initializeWriter) Flush() {
+	if f, ok := i.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (i *initializeWriter) Unwrap() http.ResponseWriter { return i.ResponseWriter }
 
 // unlessCancelled writes a request's response stream until the client
 // cancels the request; what follows (its answer, its progress) is not

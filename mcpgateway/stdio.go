@@ -67,6 +67,9 @@ type StdioTransport struct {
 	Reader io.Reader
 	Writer io.Writer
 	Limits Limits
+	// idempotency: the initialize result advertises tools.idempotency
+	// (Gateway.Stdio sets it when a configured tool takes client keys).
+	idempotency bool
 }
 
 // Connect implements mcp.Transport.
@@ -79,12 +82,13 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		w = os.Stdout
 	}
 	c := &stdioConn{
-		limits:   t.Limits.withDefaults(),
-		in:       r,
-		out:      w,
-		frames:   make(chan frame),
-		closed:   make(chan struct{}),
-		inflight: map[string]*batch{},
+		limits:      t.Limits.withDefaults(),
+		in:          r,
+		out:         w,
+		frames:      make(chan frame),
+		closed:      make(chan struct{}),
+		inflight:    map[string]*batch{},
+		idempotency: t.idempotency,
 	}
 	go c.readFrames()
 	return c, nil
@@ -109,9 +113,10 @@ type stdioConn struct {
 	// (notifications/cancelled): their answers are not written, as the
 	// specification says a receiver should not answer a cancelled
 	// request (and the client no longer expects one).
-	cancelled map[string]bool
-	initID    string // the initialize request's id
-	version   string // the negotiated protocol version
+	cancelled   map[string]bool
+	initID      string // the initialize request's id
+	idempotency bool   // StdioTransport.idempotency
+	version     string // the negotiated protocol version
 }
 
 // frame is one line read from the client, or the error that ended the
@@ -478,6 +483,13 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 			return nil
 		}
 		if tracked && key == c.initID && resp.Error == nil {
+			if c.idempotency {
+				cp := *resp
+				cp.Result = withIdempotencyCapability(resp.Result)
+				if d, err := jsonrpc.EncodeMessage(&cp); err == nil {
+					data = d
+				}
+			}
 			var r struct {
 				ProtocolVersion string `json:"protocolVersion"`
 			}

@@ -2,6 +2,7 @@ package mcpgateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -276,7 +277,26 @@ func upstreamMain(dir string) int {
 			return &mcp.CallToolResult{Content: text("the model said: " + said)}, nil, nil
 		})
 
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	// checkout acts like a commerce protocol's tool: its meta argument
+	// carries the protocol's headers, an idempotency key among them.
+	type checkout struct {
+		ID     string         `json:"id"`
+		Amount string         `json:"amount"`
+		Meta   map[string]any `json:"meta,omitempty"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "checkout", Description: "complete a checkout"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a checkout) (*mcp.CallToolResult, any, error) {
+			key := a.Meta["idempotency_key"]
+			if key == nil {
+				key = a.Meta["idempotency-key"]
+			}
+			if err := record(dir, "checkout %s %s meta-key=%v", a.ID, a.Amount, key); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: text(fmt.Sprintf("checkout %s completed for %s", a.ID, a.Amount))}, nil, nil
+		})
+
+	if err := s.Run(context.Background(), keyRecorder{Transport: &mcp.StdioTransport{}, dir: dir}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -290,4 +310,37 @@ func journalLines(dir string) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// keyRecorder records the params.idempotencyKey of every tools/call the
+// upstream reads (the go-sdk's typed params do not hold it).
+type keyRecorder struct {
+	mcp.Transport
+	dir string
+}
+
+func (k keyRecorder) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := k.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return keyConn{Connection: c, dir: k.dir}, nil
+}
+
+type keyConn struct {
+	mcp.Connection
+	dir string
+}
+
+func (c keyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if req, ok := m.(*jsonrpc.Request); ok && req.Method == "tools/call" {
+		var p struct {
+			IdempotencyKey *string `json:"idempotencyKey"`
+		}
+		if json.Unmarshal(req.Params, &p) == nil && p.IdempotencyKey != nil {
+			_ = record(c.dir, "params-key %s", *p.IdempotencyKey)
+		}
+	}
+	return m, err
 }

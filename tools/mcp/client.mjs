@@ -17,6 +17,8 @@
 // server's 401, the issuer's token endpoint). A connection that fails
 // prints {"connectError": {"code", "message"}} and nothing else.
 //
+// A call's "idempotencyKey" goes into its params (MCP SEP-3182); a step
+// {"capabilities": true} prints the server's capabilities as sent.
 // A call's "cancelWhen" ({"file", "contains"}) aborts it (the SDK sends
 // notifications/cancelled) once the file contains the text; a step
 // {"touch": path} creates a file, {"waitFor": {"file", "contains"}} waits
@@ -52,6 +54,22 @@ const client = new Client({ name: "oncely-ts-test-client", version: "1.0.0" }, {
 client.setRequestHandler(CreateMessageRequestSchema, async () => ({
   role: "assistant", model: "test-model", content: { type: "text", text: "forty-two" },
 }));
+// The initialize result as it came on the wire (the SDK's types drop the
+// capabilities they do not know).
+let initResult;
+{
+  let handler;
+  Object.defineProperty(transport, "onmessage", {
+    configurable: true,
+    get: () => handler,
+    set: (fn) => {
+      handler = fn && ((msg, extra) => {
+        if (initResult === undefined && msg.result?.capabilities) initResult = msg.result;
+        fn(msg, extra);
+      });
+    },
+  });
+}
 const errors = [];
 client.onerror = (e) => errors.push(String(e?.message ?? e));
 
@@ -90,6 +108,7 @@ async function call(step) {
   try {
     const params = { name: step.name, arguments: step.arguments };
     if (step._meta) params._meta = step._meta;
+    if (step.idempotencyKey !== undefined) params.idempotencyKey = step.idempotencyKey;
     out = await client.callTool(params, undefined, options);
   } catch (e) {
     out = { error: { code: e.code, message: e.message } };
@@ -100,7 +119,9 @@ async function call(step) {
 
 try {
   for (const step of plan.steps) {
-    if (step.touch) {
+    if (step.capabilities) {
+      process.stdout.write(JSON.stringify(initResult.capabilities) + "\n");
+    } else if (step.touch) {
       writeFileSync(step.touch, "");
     } else if (step.waitFor) {
       await waitFor(step.waitFor);
