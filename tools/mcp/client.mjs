@@ -17,6 +17,8 @@
 // server's 401, the issuer's token endpoint). A connection that fails
 // prints {"connectError": {"code", "message"}} and nothing else.
 //
+// A step {"notifications": [methods]} waits until every method named has
+// come and prints the methods of every notification that came.
 // A call's "idempotencyKey" goes into its params (MCP SEP-3182); a step
 // {"capabilities": true} prints the server's capabilities as sent.
 // A call's "cancelWhen" ({"file", "contains"}) aborts it (the SDK sends
@@ -70,6 +72,9 @@ let initResult;
     },
   });
 }
+// The notifications the client got, in order, by method.
+const notifications = [];
+client.fallbackNotificationHandler = async (n) => { notifications.push(n.method); };
 const errors = [];
 client.onerror = (e) => errors.push(String(e?.message ?? e));
 
@@ -119,7 +124,14 @@ async function call(step) {
 
 try {
   for (const step of plan.steps) {
-    if (step.capabilities) {
+    if (step.notifications) {
+      // Wait (two minutes at most) until every method named has come.
+      const deadline = Date.now() + 120000;
+      while (!step.notifications.every((m) => notifications.includes(m)) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      process.stdout.write(JSON.stringify({ notifications: [...new Set(notifications)].sort() }) + "\n");
+    } else if (step.capabilities) {
       process.stdout.write(JSON.stringify(initResult.capabilities) + "\n");
     } else if (step.touch) {
       writeFileSync(step.touch, "");
