@@ -60,11 +60,11 @@ that every peer that can reach the port may run the tools.`,
 	lease := cmd.Flags().Duration("lease", 0, "how long a claim blocks repeats while the upstream runs the call (default: the configuration's lease, else 2m)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *config == "" {
-			return usageErr("oncely mcp --config gateway.json (see the README's MCP gateway section)", "no --config")
+			return usageErr("oncely mcp --config gateway.json (see the MCP gateway guide, docs/mcp-gateway.md)", "no --config")
 		}
 		cfg, err := mcpgateway.LoadConfig(*config)
 		if err != nil {
-			return usageErr("check the configuration file against the README's MCP gateway section", "%v", err)
+			return usageErr("check the configuration file against the MCP gateway guide, docs/mcp-gateway.md", "%v", err)
 		}
 		if *runID == "" {
 			*runID = os.Getenv(mcpgateway.RunIDEnv)
@@ -110,7 +110,7 @@ that every peer that can reach the port may run the tools.`,
 		gw, err := mcpgateway.New(ctx, l, cfg, &mcpgateway.Options{Logger: logger, Token: token})
 		switch {
 		case errors.Is(err, mcpgateway.ErrConfig):
-			return usageErr("check the configuration against the README's MCP gateway section", "%v", err)
+			return usageErr("check the configuration against the MCP gateway guide, docs/mcp-gateway.md", "%v", err)
 		case err != nil:
 			return opErr(err, "check that the upstream MCP server starts (or answers) as configured")
 		}
