@@ -127,3 +127,55 @@ func TestTransparencyAcrossProtocols(t *testing.T) {
 		})
 	}
 }
+
+// A configured tool whose upstream asks for the client's model before it
+// acts (sampling) works on protocol 2026-07-28 too (the TypeScript SDK
+// does not speak it: the go-sdk client does): the client gets the
+// upstream's request for input as it came, calls again with the answer,
+// and that call runs and is recorded; a repeat is already done. On
+// 2025-11-25 the gateway asks the client with a request of its own.
+// Before, on 2026-07-28 the call failed, saying the gateway relays input
+// requests of a configured tool only before that protocol.
+func TestSamplingGuardedAcrossProtocols(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"", "2025-11-25"} {
+		name := version
+		if name == "" {
+			name = "latest"
+		}
+		t.Run("protocol="+name, func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, map[string]any{"ask": map[string]any{"identity": []any{map[string]any{"path": "question"}}}}, nil)
+			cmd := exec.Command(oncelyBinary(t), s.args("--run-id", "sampling-guarded")...)
+			cmd.Env = env(t)
+			stderr := &tooling.Buffer{Max: 1 << 20}
+			cmd.Stderr = stderr
+			asked := 0
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test-client", Version: "1"}, &mcp.ClientOptions{
+				CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					asked++
+					return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "forty-two"}}, nil
+				},
+			}).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatalf("connecting: %v\n%s", err, stderr)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			if v := cs.InitializeResult().ProtocolVersion; (version == "" && v != "2026-07-28") || (version != "" && v != version) {
+				t.Fatalf("protocol %s", v)
+			}
+			for i, want := range []string{"executed", "already done"} {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"question": "six times seven?"}})
+				if err != nil {
+					t.Fatalf("ask: %v\n%s", err, stderr)
+				}
+				if res.IsError || outcome(res) != want || !strings.Contains(allText(res), "the model said: forty-two") {
+					t.Fatalf("call %d: %s %q (isError %v)", i+1, outcome(res), allText(res), res.IsError)
+				}
+			}
+			if asked != 1 {
+				t.Fatalf("the model was asked %d times", asked)
+			}
+		})
+	}
+}

@@ -109,6 +109,7 @@ type upCall struct {
 	failed *mcp.CallToolResult // the upstream's error answer, when this call ran the tool
 	err    error               // why this call's upstream call failed, when it did
 	key    *clientKey          // the key the client sent, if any
+	inputs *mcp.CallToolResult // the upstream's request for the client's input (2026-07-28)
 }
 
 // call runs one tools/call of a configured tool through the executor.
@@ -442,6 +443,11 @@ func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.C
 		_, meta, end := g.withProgress(uc.ctx, uc.req, nil, meta)
 		defer end()
 		params := &mcp.CallToolParams{Meta: withoutProtocolMeta(meta), Name: t.name, Arguments: args}
+		if newProtocol(clientVersion(uc.req.Session)) {
+			// A client on 2026-07-28 answering the upstream's request for
+			// input (below) repeats its call with the answers.
+			params.InputResponses, params.RequestState = uc.req.Params.InputResponses, uc.req.Params.RequestState
+		}
 		callUp := func() (*mcp.CallToolResult, error) {
 			// An HTTP upstream's answer stream is read for progress; the
 			// client's params.idempotencyKey, which the go-sdk's params do
@@ -451,13 +457,19 @@ func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.C
 		}
 		res, err := callUp()
 		for round := 1; err == nil && res.NeedsInput(); round++ {
-			// The upstream asks for input (2026-07-28) before it answers:
-			// a client on an earlier protocol is asked with requests; one
-			// on that protocol would answer by calling again, which the
-			// executor would take for a repeat of the action.
+			// The upstream asks for input (2026-07-28) before it acts: a
+			// client on that protocol gets the request as it came and
+			// calls again with the answers, and the record says nothing
+			// was done (a definite failure), so that the call with the
+			// answers runs; a client on an earlier protocol is asked with
+			// requests, and the upstream called again here.
 			ss := uc.req.Session
-			if newProtocol(clientVersion(ss)) || round >= maxInputRounds {
-				return client.Effect{}, client.Definite(fmt.Errorf("mcpgateway: %s asked for input (sampling, elicitation or roots) before acting, which the gateway relays for a configured tool only to a client on a protocol before 2026-07-28", t.name))
+			if newProtocol(clientVersion(ss)) {
+				uc.inputs = res
+				return client.Effect{}, client.Definite(fmt.Errorf("mcpgateway: %s asked the client for input before acting", t.name))
+			}
+			if round >= maxInputRounds {
+				return client.Effect{}, client.Definite(fmt.Errorf("mcpgateway: %s asked for input %d times in a row", t.name, round))
 			}
 			answers, aerr := askClient(uc.ctx, ss, res.InputRequests)
 			if aerr != nil {
@@ -567,6 +579,18 @@ const notKept = " The first call's result was not kept, so it is not shown again
 func (g *Gateway) answer(t *guarded, uc *upCall, res client.Result) *mcp.CallToolResult {
 	outcome := res.Outcome
 	text := res.Text
+	if uc.inputs != nil && outcome == client.Failed {
+		// The upstream's request for input, as it came (its result type
+		// with it), for the client to answer by calling again.
+		out := *uc.inputs
+		meta := maps.Clone(out.Meta)
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta[OutcomeMeta], meta[KeyMeta] = "input required", res.Key
+		out.Meta = meta
+		return &out
+	}
 	if res.Shared && outcome == client.Executed && uc.result == nil {
 		// A concurrent duplicate merged into another call, which ran the
 		// tool: this call did not, and is told so.
