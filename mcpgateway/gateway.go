@@ -621,7 +621,12 @@ type upstream struct {
 	version   string // the protocol version to ask for ("": the newest)
 	sess      *mcp.ClientSession
 	inUse     int  // acquired and not released
+	clientUse int  // of inUse, those serving a client's request
 	served    bool // sess has served a client's request
+	// replace: sess is to be replaced by a session of client (adopt) once
+	// the gateway's own uses of it (a listing) end; acquire waits for them.
+	replace bool
+	freed   *sync.Cond // signalled when a use is released
 }
 
 // acquire returns the live session, connecting first when there is none;
@@ -629,17 +634,37 @@ type upstream struct {
 func (u *upstream) acquire(ctx context.Context, forClient bool) (*mcp.ClientSession, func(), error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.freed == nil {
+		u.freed = sync.NewCond(&u.mu)
+	}
+	for u.replace && u.sess != nil && u.inUse > 0 {
+		u.freed.Wait() // the gateway's own listing, bounded by CallTimeout
+	}
+	if u.replace && u.sess != nil {
+		sess := u.sess
+		u.sess = nil
+		u.log.Info("mcpgateway: connecting to the upstream again with the client's capabilities")
+		_ = sess.Close()
+	}
+	u.replace = false
 	sess, err := u.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	u.inUse++
+	if forClient {
+		u.clientUse++
+	}
 	u.served = u.served || forClient
 	var once sync.Once
 	return sess, func() {
 		once.Do(func() {
 			u.mu.Lock()
 			u.inUse--
+			if forClient {
+				u.clientUse--
+			}
+			u.freed.Broadcast()
 			u.mu.Unlock()
 		})
 	}, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -177,5 +178,46 @@ func TestSamplingGuardedAcrossProtocols(t *testing.T) {
 				t.Fatalf("the model was asked %d times", asked)
 			}
 		})
+	}
+}
+
+// A client's capabilities reach the upstream even when the client comes
+// while the gateway lists the upstream's tools because the upstream said
+// they changed as it started (server-everything registers its sampling
+// tools when it is initialized): the gateway lets the listing end, then
+// connects to the upstream again telling it. Before, the gateway kept
+// the capabilities it had told the upstream, and under load
+// server-everything's trigger-sampling-request was missing through it.
+func TestClientCapsDuringListing(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, nil, nil)
+	if err := os.WriteFile(filepath.Join(s.dir, "slow-list"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := s.raw(t, nil, "--run-id", "caps")
+	waitFor(t, "the gateway's listing to be held", func() bool { return countPrefix(journal(t, s.dir), "list-blocked") > 0 })
+	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := c.next(); m["id"] != "init" || m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	waitFor(t, "the gateway to take the client's capabilities", func() bool {
+		return strings.Contains(c.stderr.String(), "the upstream keeps the client capabilities it was told") ||
+			strings.Contains(c.stderr.String(), "once the gateway's listing of its tools ends")
+	})
+	if err := os.WriteFile(filepath.Join(s.dir, "release-list"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"caps","arguments":{}}}`)
+	for {
+		m := c.next()
+		if m["id"] == nil {
+			continue // a notification
+		}
+		b, _ := json.Marshal(m)
+		if !strings.Contains(string(b), `\"sampling\"`) {
+			t.Fatalf("the upstream was told %s\n%s", b, c.stderr)
+		}
+		return
 	}
 }

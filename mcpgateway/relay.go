@@ -645,7 +645,9 @@ func (c clientCaps) options() *mcp.ClientCapabilities {
 // roots), the gateway connects to the upstream again telling it, as long
 // as the upstream's session has served no client's request (a command
 // upstream is started again: whatever state it keeps in memory would be
-// lost) and none is in flight (it would be cut short).
+// lost) and none is in flight (it would be cut short). A listing of the
+// gateway's own in flight (the upstream said its tools changed as it
+// started, as server-everything does) is let end first.
 func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) {
 	if err := g.adoptCaps(req.Session); err != nil {
 		g.log.Warn("mcpgateway: the upstream keeps the client capabilities it was told", slog.Any("err", err))
@@ -681,7 +683,7 @@ func (u *upstream) adopt(c clientCaps, version string) error {
 	if reflect.DeepEqual(next, u.caps) && !newVersion {
 		return nil
 	}
-	if u.inUse > 0 || u.served {
+	if u.clientUse > 0 || u.served {
 		return errors.New("mcpgateway: the upstream has served a client's request since it started")
 	}
 	if newVersion {
@@ -689,6 +691,14 @@ func (u *upstream) adopt(c clientCaps, version string) error {
 	}
 	u.caps = next
 	u.client = u.newClient(next)
+	if u.sess != nil && u.inUse > 0 {
+		// The gateway lists the upstream's tools on it (the upstream
+		// said they changed as it started): the next acquire replaces
+		// it once that ends.
+		u.replace = true
+		u.log.Info("mcpgateway: the upstream is told the client's capabilities once the gateway's listing of its tools ends")
+		return nil
+	}
 	if u.sess != nil {
 		sess := u.sess
 		u.sess = nil

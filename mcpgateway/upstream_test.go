@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -77,7 +79,46 @@ func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: 
 // upstreamMain serves the purpose-built upstream over stdio until the
 // client leaves.
 func upstreamMain(dir string) int {
+	// With the file slow-list in dir, the upstream acts as one whose
+	// tools change as it starts (server-everything adds tools once it
+	// knows its client): after its first tools/list it adds a tool,
+	// telling its client the list changed, and every tools/list after the
+	// first waits for the file release-list.
+	slowList := func() bool { _, err := os.Stat(filepath.Join(dir, "slow-list")); return err == nil }
 	s := mcp.NewServer(&mcp.Implementation{Name: "purpose-built", Version: "1"}, nil)
+	var lists atomic.Int64
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/list" || !slowList() {
+				return next(ctx, method, req)
+			}
+			if lists.Add(1) == 1 {
+				defer func() {
+					go s.AddTool(&mcp.Tool{Name: "late", InputSchema: &jsonschema.Schema{Type: "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+						return &mcp.CallToolResult{Content: text("late")}, nil
+					})
+				}()
+				return next(ctx, method, req)
+			}
+			_ = record(dir, "list-blocked")
+			for {
+				if _, err := os.Stat(filepath.Join(dir, "release-list")); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "caps", Description: "the client capabilities this server was told"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			b, _ := json.Marshal(req.Session.InitializeParams().Capabilities)
+			return &mcp.CallToolResult{Content: text(string(b))}, nil, nil
+		})
 
 	type line struct {
 		Ticket int    `json:"ticket"`
