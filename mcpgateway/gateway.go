@@ -55,8 +55,14 @@
 // its end even when its client leaves or cancels it, so that its outcome
 // is recorded. The next call after the upstream died starts it again.
 //
+// A call the client cancels (notifications/cancelled) is not answered.
+// A client may send its own idempotency key with a call
+// (ToolConfig.ClientKey says what it does).
+//
 // Over stdio, a message that cannot be read is answered with a JSON-RPC
-// error and the session goes on (StdioTransport).
+// error and the session goes on (StdioTransport). Over streamable HTTP
+// (Handler), a browser's cross-origin request is refused, and clients
+// authenticate as HTTPConfig says.
 //
 // The ledger is a ledger.Store opened by the caller: oncely mcp opens it by
 // URL (Config.Ledger), the embedded SQLite file by default.

@@ -106,6 +106,11 @@ func (g *Gateway) checkOrigin(next http.Handler) http.Handler {
 		_ = cop.AddTrustedOrigin(o) // Validate checked them
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, ProtectedResourcePath) {
+			// Public metadata, served to any origin (RFC 9728 §3).
+			next.ServeHTTP(w, r)
+			return
+		}
 		asPost := *r
 		asPost.Method = http.MethodPost
 		if err := cop.Check(&asPost); err != nil {
@@ -156,9 +161,30 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		return v.verify(ctx, token)
 	}
 	guarded := auth.RequireBearerToken(verify, opts)(next)
-	mux.Handle("/", guarded)
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		guarded.ServeHTTP(&challenge{ResponseWriter: w}, r)
+	}))
 	return mux
 }
+
+// challenge adds the bare Bearer challenge RFC 6750 requires to a 401
+// that carries none (a gateway with a bearer token and no OAuth).
+type challenge struct{ http.ResponseWriter }
+
+func (c *challenge) WriteHeader(status int) {
+	if status == http.StatusUnauthorized && c.Header().Get("WWW-Authenticate") == "" {
+		c.Header().Set("WWW-Authenticate", "Bearer")
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *challenge) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *challenge) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (oc *OAuthConfig) scopes() []string {
 	if oc == nil {

@@ -174,6 +174,15 @@ func TestBearerToken(t *testing.T) {
 			}
 		})
 	}
+	url, _ := s.httpLog(t, env(t, "ONCELY_MCP_TOKEN="+secret), "--run-id", "challenge")
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != "Bearer" {
+		t.Errorf("without the token: %s, WWW-Authenticate %q", resp.Status, resp.Header.Get("WWW-Authenticate"))
+	}
 	help, err := exec.Command(oncelyBinary(t), "mcp", "--help").CombinedOutput()
 	if err != nil || strings.Contains(string(help), secret) || !strings.Contains(string(help), "ONCELY_MCP_TOKEN") {
 		t.Errorf("oncely mcp --help (%v):\n%s", err, help)
@@ -300,7 +309,9 @@ func TestOAuthResourceServer(t *testing.T) {
 		t.Fatalf("without a token: %s, WWW-Authenticate %q; want 401 and %q", resp.Status, resp.Header.Get("WWW-Authenticate"), want)
 	}
 	for _, p := range []string{"/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"} {
-		resp, err := http.Get("http://" + addr + p)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+p, nil)
+		req.Header.Set("Origin", "https://browser-client.example") // public: any origin
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
