@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,8 +16,11 @@ import (
 )
 
 // TestDisabledEnvValues: ONCELY_DISABLED takes the values users write,
-// in any case; New refuses any other, naming it. (Not parallel: it sets
-// the environment.)
+// in any case; any other value is refused, not guessed at, without a
+// panic: New returns, and Register and Execute fail with ErrDisabledEnv
+// (an ErrHostInput), naming the variable, the value and the accepted
+// values. Before, New panicked and the program died at start. (Not
+// parallel: it sets the environment.)
 func TestDisabledEnvValues(t *testing.T) {
 	// runs calls the same action twice and returns how often the tool ran:
 	// 2 when oncely is disabled, 1 otherwise.
@@ -35,7 +39,7 @@ func TestDisabledEnvValues(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		value string
-		runs  int64 // 0: New panics
+		runs  int64 // 0: refused
 	}{
 		{"1", 2}, {"true", 2}, {"TRUE", 2}, {"Yes", 2}, {" yes\n", 2}, {"on", 2}, {"y", 2},
 		{"", 1}, {"0", 1}, {"false", 1}, {"No", 1}, {"OFF", 1},
@@ -49,13 +53,27 @@ func TestDisabledEnvValues(t *testing.T) {
 				}
 				return
 			}
-			defer func() {
-				msg := fmt.Sprint(recover())
-				if !strings.Contains(msg, client.DisabledEnv) || !strings.Contains(msg, fmt.Sprintf("%q", tc.value)) {
-					t.Errorf("%s=%q: New did not refuse it naming the value (recovered %q)", client.DisabledEnv, tc.value, msg)
+			named := func(what string, err error) {
+				t.Helper()
+				msg := fmt.Sprint(err)
+				if !errors.Is(err, client.ErrDisabledEnv) || !errors.Is(err, client.ErrHostInput) ||
+					!strings.Contains(msg, client.DisabledEnv) || !strings.Contains(msg, fmt.Sprintf("%q", tc.value)) ||
+					!strings.Contains(msg, "1, true, yes or on") || !strings.Contains(msg, "0, false, no, off") {
+					t.Errorf("%s=%q: %s: %v; want ErrDisabledEnv naming the variable, the value and the accepted values", client.DisabledEnv, tc.value, what, err)
 				}
-			}()
-			runs(t)
+			}
+			var logged strings.Builder
+			var n atomic.Int64
+			exec := client.New(ledgermem.New(nil), &client.Config{Logger: slog.New(slog.NewTextHandler(&logged, nil))}) // must not panic
+			if !strings.Contains(logged.String(), client.DisabledEnv) {
+				t.Errorf("New logged %q; want the variable named", logged.String())
+			}
+			named("Register", exec.Register(counted("send_reply", &n, nil)))
+			res, err := exec.Execute(context.Background(), "run", client.Call{Tool: "send_reply", Input: json.RawMessage(`{"ticketId":"1"}`)})
+			named("Execute", err)
+			if res.Outcome != client.InvalidInput || !res.IsError || n.Load() != 0 {
+				t.Errorf("Execute: %+v, the tool ran %d times; want InvalidInput and no run", res, n.Load())
+			}
 		})
 	}
 }

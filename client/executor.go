@@ -49,8 +49,11 @@ type Executor struct {
 	cfg   Config
 	mu    sync.RWMutex
 	tools map[string]*Tool
-	group singleflight.Group
-	n     stats
+	// envErr is DisabledEnv's unknown value, when New found one: every
+	// Register and Execute fails with it.
+	envErr error
+	group  singleflight.Group
+	n      stats
 	// poll is the longest interval between two looks at a record held by
 	// a caller in another process (waitPoll).
 	poll time.Duration
@@ -76,24 +79,26 @@ const watchPoll = time.Second
 // first call.
 //
 // New reads the environment: DisabledEnv (ONCELY_DISABLED) set to 1,
-// true, yes or on turns Config.Disabled on, whatever cfg says, and a value
-// it does not know makes New panic (see DisabledEnv).
+// true, yes or on turns Config.Disabled on, whatever cfg says. A value it
+// does not know is not guessed at: Register and every Execute of the
+// Executor fail with ErrDisabledEnv, naming the variable, the value and
+// the values it accepts (see DisabledEnv).
 func New(store ledger.Store, cfg *Config) *Executor {
 	if store == nil {
 		panic("client: New needs a ledger.Store (got nil)")
 	}
 	c := cfg.withDefaults()
-	disabled, err := parseDisabled(os.Getenv(DisabledEnv))
-	if err != nil {
-		panic(err.Error())
+	disabled, envErr := parseDisabled(os.Getenv(DisabledEnv))
+	if envErr != nil {
+		c.Logger.Error("oncely: "+envErr.Error()+"; every call fails until it is fixed", slog.String("env", DisabledEnv))
 	}
 	c.Disabled = c.Disabled || disabled
 	if c.Disabled {
 		c.Logger.Warn("oncely: DISABLED: tools run directly, without the ledger; repeated calls are NOT deduplicated",
 			slog.String("env", DisabledEnv))
 	}
-	e := &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll, wakes: settles}
-	if !c.NoCounters && !c.Disabled {
+	e := &Executor{store: store, cfg: c, tools: map[string]*Tool{}, poll: waitPoll, wakes: settles, envErr: envErr}
+	if !c.NoCounters && !c.Disabled && envErr == nil {
 		e.cnt = counters.New(store, c.Clock, 0)
 		e.cnt.OnError = func(err error) {
 			c.Logger.Warn("oncely: writing the counter records failed; they are kept for the next write", slog.Any("err", err))
@@ -113,8 +118,12 @@ func (e *Executor) FlushCounters(ctx context.Context) error { return e.cnt.Flush
 // ledger.MaxKeyBytes bytes, unique in the Executor, a Run function, at least
 // one identity field, field paths that are non-empty and appear once across
 // Identity and Validated, and a Scope among ScopeRun, ScopeTenant and
-// ScopeGlobal.
+// ScopeGlobal. It fails with ErrDisabledEnv when New found a value of
+// DisabledEnv it does not know.
 func (e *Executor) Register(tools ...Tool) error {
+	if e.envErr != nil {
+		return e.envErr
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	names := make(map[string]bool, len(tools))
@@ -184,6 +193,11 @@ func (e *Executor) Stats() Stats {
 // once and every caller gets the same Result (with Shared set), computed
 // under the context of the first caller.
 func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result, error) {
+	if e.envErr != nil {
+		// Whether the program meant oncely on or off is unknown: nothing
+		// runs, and the model is told the application is at fault.
+		return Result{Outcome: InvalidInput, IsError: true, Err: e.envErr, Text: textHostError(call.Tool)}, e.envErr
+	}
 	e.mu.RLock()
 	t := e.tools[call.Tool]
 	e.mu.RUnlock()
@@ -197,6 +211,11 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 			Text: textHostError(t.Name)}, err
 	}
 	id, err := t.identify(runID, call, e.cfg.MaxInputBytes)
+	if errors.Is(err, ErrHostInput) {
+		// A custom normalizer returned what no key can hold: the
+		// program's mistake, which the model cannot fix.
+		return Result{Outcome: InvalidInput, IsError: true, Err: err, Text: textHostError(t.Name)}, err
+	}
 	if err != nil {
 		return invalidResult(t, err), nil
 	}
@@ -265,9 +284,11 @@ func (e *Executor) direct(ctx context.Context, t *Tool, id identity, runID strin
 }
 
 // ErrHostInput is the cause of an InvalidInput result that the host
-// program, not the model, must fix: an empty or oversized run id, or a
-// tenant-scoped tool called without a tenant. Execute returns it as its
-// error as well.
+// program, not the model, must fix: an empty or oversized run id, a
+// tenant-scoped tool called without a tenant, a custom Normalizer that
+// returned a value no key can hold (a number a double does not hold
+// exactly, a value that is not a scalar), or an unknown value of
+// DisabledEnv (ErrDisabledEnv). Execute returns it as its error as well.
 var ErrHostInput = errors.New("client: invalid call from the host program")
 
 // hostError checks what the host program passes along with a call.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -60,6 +61,13 @@ func fieldValue(tool string, obj map[string]any, f Field, required bool) (v any,
 	v, ie := exactValue(v)
 	if ie != nil {
 		ie.Tool, ie.Field = tool, f.Path
+		if _, builtin := f.Norm.(BuiltinNormalizer); f.Norm != nil && !builtin {
+			// The program's normalizer returned what no key can hold
+			// (a number a double does not hold exactly, a non-scalar):
+			// the program must fix it, not the model.
+			ie.Err = errors.Join(ErrHostInput, ie.Err)
+			ie.Msg = "the custom normalizer's value: " + ie.Msg
+		}
 		return nil, false, ie
 	}
 	if required && (v == nil || v == "") {

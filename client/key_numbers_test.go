@@ -192,3 +192,52 @@ func TestEmptyIdentityNotOneAction(t *testing.T) {
 		t.Errorf("the tool ran %d times on an empty order id", runs)
 	}
 }
+
+// A value a custom normalizer returns that no key can hold (a number a
+// double does not hold exactly, a non-scalar) is the program's mistake:
+// Execute returns ErrHostInput (still matching the value's own sentinel)
+// and tells the model the application is at fault, not its input; the
+// tool does not run. Before, the model was told its input was invalid, and
+// Execute returned no error. A value the model sends with no custom
+// normalizer stays the model's invalid input.
+func TestCustomNormalizerRefusalIsHostInput(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		norm  Normalizer
+		cause error
+	}{
+		{"float beyond 2^53", normalizeTo(float64(1 << 60)), ErrUnsafeNumber},
+		{"pass-through", NormalizerFunc(func(v any) (any, error) { return v, nil }), ErrUnsafeNumber},
+		{"NaN", normalizeTo(math.NaN()), ErrUnsafeNumber},
+		{"a map", normalizeTo(map[string]any{"a": 1}), ErrFieldType},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			runs := 0
+			exec := New(ledgermem.New(nil), nil)
+			if err := exec.Register(Tool{Name: "pay_invoice", Identity: []Field{{Path: "invoiceId", Norm: c.norm}},
+				Run: func(context.Context, Invocation) (Effect, error) { runs++; return Effect{Summary: "paid"}, nil }}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := exec.Execute(context.Background(), "run-1", Call{Tool: "pay_invoice", Input: json.RawMessage(`{"invoiceId":9007199254740993}`)})
+			if !errors.Is(err, ErrHostInput) || !errors.Is(err, c.cause) || !errors.Is(res.Err, ErrHostInput) {
+				t.Errorf("error %v (result's %v); want ErrHostInput and %v", err, res.Err, c.cause)
+			}
+			if res.Outcome != InvalidInput || !res.IsError || res.Text != textHostError("pay_invoice") || runs != 0 {
+				t.Errorf("%v %q, ran %d times; want InvalidInput with the host error's text, not run", res.Outcome, res.Text, runs)
+			}
+		})
+	}
+	// Without a custom normalizer the model's number is its own input.
+	exec := New(ledgermem.New(nil), nil)
+	if err := exec.Register(Tool{Name: "pay_invoice", Identity: []Field{{Path: "invoiceId"}},
+		Run: func(context.Context, Invocation) (Effect, error) { return Effect{}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := exec.Execute(context.Background(), "run-1", Call{Tool: "pay_invoice", Input: json.RawMessage(`{"invoiceId":9007199254740993}`)})
+	if err != nil || errors.Is(res.Err, ErrHostInput) || !errors.Is(res.Err, ErrUnsafeNumber) || res.Outcome != InvalidInput {
+		t.Errorf("no normalizer: %v %v %q; want the model's invalid input", err, res.Err, res.Text)
+	}
+}

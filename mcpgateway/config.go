@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -87,6 +90,9 @@ type Config struct {
 	// warning in the log, and the gateway starts). A misspelt name would
 	// otherwise leave the tool it meant unguarded.
 	MissingTools string `json:"missingTools,omitempty"`
+	// HTTP configures the streamable-HTTP transport (Handler): the
+	// origins it serves besides its own, and how clients authenticate.
+	HTTP HTTPConfig `json:"http,omitzero"`
 }
 
 // DefaultCallTimeout is Config.CallTimeout's default.
@@ -185,6 +191,18 @@ type ToolConfig struct {
 	// the TypeScript SDK, refuse it). Repeats whose first result was kept
 	// carry its structuredContent, with or without Replay.
 	Unkept string `json:"unkept,omitempty"`
+	// ClientKey says what an idempotency key the client sends with a
+	// call does (see ClientKeyIgnore): "ignore" (default: the identity
+	// fields alone say what the action is), "identity" (the key is the
+	// action's identity) or "combine" (the key and the identity fields
+	// together). With a key, the same key and the same arguments get the
+	// first call's answer, and the same key with other arguments is
+	// refused as a conflict, never replayed. The key is read from
+	// params.idempotencyKey (MCP SEP-3182), arguments.meta.idempotency_key
+	// (the Agentic Commerce Protocol) and arguments.meta["idempotency-key"]
+	// (the Universal Commerce Protocol), and reaches the upstream where
+	// the client put it, whatever ClientKey says.
+	ClientKey string `json:"clientKey,omitempty"`
 }
 
 // ErrorMatch matches an upstream error that means nothing was done: an
@@ -332,6 +350,23 @@ func (c *Config) Validate() error {
 	if c.MissingTools != "" && c.MissingTools != "error" && c.MissingTools != "warn" {
 		bad("missingTools: %q is not error or warn", c.MissingTools)
 	}
+	for _, o := range c.HTTP.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad("http.allowedOrigins: %q is not an origin (scheme://host[:port])", o)
+		} else if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+			bad("http.allowedOrigins: %v", err)
+		}
+	}
+	if oc := c.HTTP.Auth.OAuth; oc != nil {
+		for _, f := range []struct{ name, v string }{{"issuer", oc.Issuer}, {"resource", oc.Resource}, {"jwksUrl", oc.JWKSURL}} {
+			if f.v == "" && f.name == "jwksUrl" {
+				continue
+			}
+			if u, err := url.Parse(f.v); err != nil || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) || u.Host == "" {
+				bad("http.auth.oauth.%s: %q is not an https URL (http only on loopback)", f.name, f.v)
+			}
+		}
+	}
 	for name, t := range c.Tools {
 		if len(t.Identity) == 0 {
 			bad("tools.%s: no identity fields", name)
@@ -345,6 +380,9 @@ func (c *Config) Validate() error {
 			if err != nil {
 				bad("tools.%s: field path %q is not a path: %v", name, f.Path, err)
 				continue
+			}
+			if strings.HasPrefix(p.dot, "oncely:") {
+				bad("tools.%s: field path %q: names starting with oncely: are the gateway's", name, f.Path)
 			}
 			if seen[p.dot] {
 				bad("tools.%s: field %s is named twice", name, f.Path)
@@ -360,6 +398,11 @@ func (c *Config) Validate() error {
 					bad("tools.%s: definite[%d]: %v", name, i, err)
 				}
 			}
+		}
+		switch t.ClientKey {
+		case "", ClientKeyIgnore, ClientKeyIdentity, ClientKeyCombine:
+		default:
+			bad("tools.%s: clientKey %q is not ignore, identity or combine", name, t.ClientKey)
 		}
 		if t.Unkept != "" && t.Unkept != "error" && t.Unkept != "text" {
 			bad("tools.%s: unkept %q is not error or text", name, t.Unkept)
@@ -381,4 +424,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: %w", ErrConfig, errors.Join(errs...))
 	}
 	return nil
+}
+
+// loopbackHost reports whether host (a name or an address, without a
+// port) is this machine's loopback.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

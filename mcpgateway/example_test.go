@@ -75,7 +75,10 @@ func Example() {
 // add_observations is exactly-once per entity and observation: the
 // identity names the action (what is observed of whom), so that a second,
 // different observation of the same entity is another action, stored,
-// while a repeat of the same call is not.
+// while a repeat of the same call is not. server-memory checks a call
+// before it writes (an observation of an entity that does not exist is
+// refused, nothing written), so its errors are declared definite: the
+// same call runs again once the entity exists.
 func ExampleParseConfig() {
 	cfg, err := mcpgateway.ParseConfig([]byte(`{
   "upstream": {
@@ -88,7 +91,8 @@ func ExampleParseConfig() {
         {"path": "observations[*].entityName", "norm": "trimmed"},
         {"path": "observations[*].contents", "norm": "trimmed"}
       ],
-      "replay": true
+      "replay": true,
+      "errorResult": "definite"
     }
   }
 }`))

@@ -55,8 +55,14 @@
 // its end even when its client leaves or cancels it, so that its outcome
 // is recorded. The next call after the upstream died starts it again.
 //
+// A call the client cancels (notifications/cancelled) is not answered.
+// A client may send its own idempotency key with a call
+// (ToolConfig.ClientKey says what it does).
+//
 // Over stdio, a message that cannot be read is answered with a JSON-RPC
-// error and the session goes on (StdioTransport).
+// error and the session goes on (StdioTransport). Over streamable HTTP
+// (Handler), a browser's cross-origin request is refused, and clients
+// authenticate as HTTPConfig says.
 //
 // The ledger is a ledger.Store opened by the caller: oncely mcp opens it by
 // URL (Config.Ledger), the embedded SQLite file by default.
@@ -111,6 +117,11 @@ type Options struct {
 	// Executor, when set, wraps the executor the calls go through
 	// (oncelyotel's Instruments.Executor gives each call a span).
 	Executor func(*client.Executor) Executor
+	// Token is the bearer token every client of Handler must send
+	// (Authorization: Bearer TOKEN); empty: none (see HTTPConfig.Auth).
+	// oncely mcp reads it from TokenEnv or a file, never from a flag,
+	// which ps and --help would show.
+	Token string
 }
 
 // Executor executes tool calls; *client.Executor implements it, and so do
@@ -132,6 +143,7 @@ type Gateway struct {
 	tools    map[string]*guarded
 	log      *slog.Logger
 	procRun  string // the run id of stdio sessions without another source
+	token    string // Options.Token
 	timeout  time.Duration
 	catalog  catalog
 	progress progress
@@ -211,7 +223,7 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	}
 	g := &Gateway{
 		cfg: *cfg, exec: client.New(store, &cc), tools: map[string]*guarded{}, log: o.Logger,
-		procRun: "session-" + randomHex(), timeout: time.Duration(cfg.CallTimeout), wrap: o.Tool,
+		procRun: "session-" + randomHex(), token: o.Token, timeout: time.Duration(cfg.CallTimeout), wrap: o.Tool,
 	}
 	g.calls = g.exec
 	if o.Executor != nil {
@@ -455,11 +467,16 @@ func (g *Gateway) Serve(ctx context.Context, t mcp.Transport) error {
 // Stdio returns the transport that serves one client over this process's
 // standard input and output, with the configuration's Limits: pass it to
 // Serve.
-func (g *Gateway) Stdio() *StdioTransport { return &StdioTransport{Limits: g.cfg.Limits} }
+func (g *Gateway) Stdio() *StdioTransport {
+	return &StdioTransport{Limits: g.cfg.Limits, idempotency: g.cfg.usesClientKeys()}
+}
 
 // Handler serves clients over streamable HTTP; opts may be nil. Unless
 // opts says otherwise, a request body is bounded by the configuration's
-// Limits.MaxFrameBytes.
+// Limits.MaxFrameBytes. It refuses cross-origin browser requests but those
+// of HTTPConfig.AllowedOrigins (and, on loopback, a Host header that is
+// not loopback's, against DNS rebinding), and requires the credentials
+// HTTPConfig.Auth and Options.Token set (see Authenticated).
 func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	var o mcp.StreamableHTTPOptions
 	if opts != nil {
@@ -471,7 +488,7 @@ func (g *Gateway) Handler(opts *mcp.StreamableHTTPOptions) http.Handler {
 	if g.cfg.Run.ID == "" {
 		g.log.Warn("mcpgateway: no run id is configured: a call without the " + or(g.cfg.Run.Header, DefaultRunHeader) + " header or the _meta entry " + or(g.cfg.Run.Meta, DefaultRunMeta) + " is scoped by its MCP session, and a client that reconnects starts a new run, in which its calls are done again")
 	}
-	return withRawParams(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o), int(o.MaxRequestBodyBytes))
+	return g.secure(withRawParams(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server }, &o), int(o.MaxRequestBodyBytes), g.cfg.usesClientKeys()))
 }
 
 // Close waits for the configured tool calls still running to be recorded,
@@ -610,7 +627,12 @@ type upstream struct {
 	version   string // the protocol version to ask for ("": the newest)
 	sess      *mcp.ClientSession
 	inUse     int  // acquired and not released
+	clientUse int  // of inUse, those serving a client's request
 	served    bool // sess has served a client's request
+	// replace: sess is to be replaced by a session of client (adopt) once
+	// the gateway's own uses of it (a listing) end; acquire waits for them.
+	replace bool
+	freed   *sync.Cond // signalled when a use is released
 }
 
 // acquire returns the live session, connecting first when there is none;
@@ -618,17 +640,37 @@ type upstream struct {
 func (u *upstream) acquire(ctx context.Context, forClient bool) (*mcp.ClientSession, func(), error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.freed == nil {
+		u.freed = sync.NewCond(&u.mu)
+	}
+	for u.replace && u.sess != nil && u.inUse > 0 {
+		u.freed.Wait() // the gateway's own listing, bounded by CallTimeout
+	}
+	if u.replace && u.sess != nil {
+		sess := u.sess
+		u.sess = nil
+		u.log.Info("mcpgateway: connecting to the upstream again with the client's capabilities")
+		_ = sess.Close()
+	}
+	u.replace = false
 	sess, err := u.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	u.inUse++
+	if forClient {
+		u.clientUse++
+	}
 	u.served = u.served || forClient
 	var once sync.Once
 	return sess, func() {
 		once.Do(func() {
 			u.mu.Lock()
 			u.inUse--
+			if forClient {
+				u.clientUse--
+			}
+			u.freed.Broadcast()
 			u.mu.Unlock()
 		})
 	}, nil

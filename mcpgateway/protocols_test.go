@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -125,5 +126,98 @@ func TestTransparencyAcrossProtocols(t *testing.T) {
 				sameJSON(t, what, d[i], v[i])
 			}
 		})
+	}
+}
+
+// A configured tool whose upstream asks for the client's model before it
+// acts (sampling) works on protocol 2026-07-28 too (the TypeScript SDK
+// does not speak it: the go-sdk client does): the client gets the
+// upstream's request for input as it came, calls again with the answer,
+// and that call runs and is recorded; a repeat is already done. On
+// 2025-11-25 the gateway asks the client with a request of its own.
+// Before, on 2026-07-28 the call failed, saying the gateway relays input
+// requests of a configured tool only before that protocol.
+func TestSamplingGuardedAcrossProtocols(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"", "2025-11-25"} {
+		name := version
+		if name == "" {
+			name = "latest"
+		}
+		t.Run("protocol="+name, func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, map[string]any{"ask": map[string]any{"identity": []any{map[string]any{"path": "question"}}}}, nil)
+			cmd := exec.Command(oncelyBinary(t), s.args("--run-id", "sampling-guarded")...)
+			cmd.Env = env(t)
+			stderr := &tooling.Buffer{Max: 1 << 20}
+			cmd.Stderr = stderr
+			asked := 0
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "go-sdk-test-client", Version: "1"}, &mcp.ClientOptions{
+				CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					asked++
+					return &mcp.CreateMessageResult{Model: "test", Role: "assistant", Content: &mcp.TextContent{Text: "forty-two"}}, nil
+				},
+			}).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatalf("connecting: %v\n%s", err, stderr)
+			}
+			t.Cleanup(func() { _ = cs.Close() })
+			if v := cs.InitializeResult().ProtocolVersion; (version == "" && v != "2026-07-28") || (version != "" && v != version) {
+				t.Fatalf("protocol %s", v)
+			}
+			for i, want := range []string{"executed", "already done"} {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"question": "six times seven?"}})
+				if err != nil {
+					t.Fatalf("ask: %v\n%s", err, stderr)
+				}
+				if res.IsError || outcome(res) != want || !strings.Contains(allText(res), "the model said: forty-two") {
+					t.Fatalf("call %d: %s %q (isError %v)", i+1, outcome(res), allText(res), res.IsError)
+				}
+			}
+			if asked != 1 {
+				t.Fatalf("the model was asked %d times", asked)
+			}
+		})
+	}
+}
+
+// A client's capabilities reach the upstream even when the client comes
+// while the gateway lists the upstream's tools because the upstream said
+// they changed as it started (server-everything registers its sampling
+// tools when it is initialized): the gateway lets the listing end, then
+// connects to the upstream again telling it. Before, the gateway kept
+// the capabilities it had told the upstream, and under load
+// server-everything's trigger-sampling-request was missing through it.
+func TestClientCapsDuringListing(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t, nil, nil)
+	if err := os.WriteFile(filepath.Join(s.dir, "slow-list"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := s.raw(t, nil, "--run-id", "caps")
+	waitFor(t, "the gateway's listing to be held", func() bool { return countPrefix(journal(t, s.dir), "list-blocked") > 0 })
+	c.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"sampling":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := c.next(); m["id"] != "init" || m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	waitFor(t, "the gateway to take the client's capabilities", func() bool {
+		return strings.Contains(c.stderr.String(), "the upstream keeps the client capabilities it was told") ||
+			strings.Contains(c.stderr.String(), "once the gateway's listing of its tools ends")
+	})
+	if err := os.WriteFile(filepath.Join(s.dir, "release-list"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"caps","arguments":{}}}`)
+	for {
+		m := c.next()
+		if m["id"] == nil {
+			continue // a notification
+		}
+		b, _ := json.Marshal(m)
+		if !strings.Contains(string(b), `\"sampling\"`) {
+			t.Fatalf("the upstream was told %s\n%s", b, c.stderr)
+		}
+		return
 	}
 }

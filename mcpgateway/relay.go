@@ -265,9 +265,9 @@ func rawParams(req mcp.Request) json.RawMessage {
 // that reuses the id of a request of its session still in flight with an
 // error (the go-sdk's connection would drop it without an answer, and the
 // client would wait forever).
-func withRawParams(next http.Handler, limit int) http.Handler {
+func withRawParams(next http.Handler, limit int, idempotency bool) http.Handler {
 	var mu sync.Mutex
-	inflight := map[string]bool{} // session and id
+	inflight := map[string]*atomic.Bool{} // session and id: whether the client cancelled it
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(rawParamsHeader)
 		if r.Method != http.MethodPost || r.Body == nil {
@@ -292,15 +292,37 @@ func withRawParams(next http.Handler, limit int) http.Handler {
 		if len(msg.Params) > 0 && msg.Params[0] == '{' {
 			r.Header.Set(rawParamsHeader, string(msg.Params))
 		}
+		if msg.Method == "initialize" && idempotency {
+			next.ServeHTTP(&initializeWriter{ResponseWriter: w}, r)
+			return
+		}
 		session := r.Header.Get("Mcp-Session-Id")
+		if session != "" && msg.Method == "notifications/cancelled" {
+			// The client cancelled a request in flight: its answer is not
+			// written (the specification says a receiver should not answer
+			// a cancelled request), though the call may run to its end.
+			var p struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			if json.Unmarshal(msg.Params, &p) == nil && len(p.RequestID) > 0 {
+				mu.Lock()
+				if c := inflight[session+"\x00"+string(p.RequestID)]; c != nil {
+					c.Store(true)
+				}
+				mu.Unlock()
+			}
+		}
 		if session == "" || msg.Method == "" || len(msg.ID) == 0 || string(msg.ID) == "null" {
 			next.ServeHTTP(w, r)
 			return
 		}
 		key := session + "\x00" + string(msg.ID)
+		cancelled := new(atomic.Bool)
 		mu.Lock()
-		busy := inflight[key]
-		inflight[key] = true
+		busy := inflight[key] != nil
+		if !busy {
+			inflight[key] = cancelled
+		}
 		mu.Unlock()
 		if busy {
 			w.Header().Set("Content-Type", "application/json")
@@ -313,9 +335,58 @@ func withRawParams(next http.Handler, limit int) http.Handler {
 			delete(inflight, key)
 			mu.Unlock()
 		}()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(&unlessCancelled{ResponseWriter: w, cancelled: cancelled}, r)
 	})
 }
+
+// initializeWriter adds tools.idempotency to the capabilities of the
+// initialize result it writes (as JSON or as the one event of a stream).
+type initializeWriter struct {
+	http.ResponseWriter
+	done bool
+}
+
+func (i *initializeWriter) Write(b []byte) (int, error) {
+	if !i.done && bytes.Contains(b, []byte(`"capabilities":`)) {
+		i.done = true
+		if _, err := i.ResponseWriter.Write(withIdempotencyCapability(b)); err != nil {
+			return 0, err
+		}
+		return len(b), nil
+	}
+	return i.ResponseWriter.Write(b)
+}
+
+func (i *initializeWriter) Flush() {
+	if f, ok := i.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (i *initializeWriter) Unwrap() http.ResponseWriter { return i.ResponseWriter }
+
+// unlessCancelled writes a request's response stream until the client
+// cancels the request; what follows (its answer, its progress) is not
+// sent, and the stream ends when the request does.
+type unlessCancelled struct {
+	http.ResponseWriter
+	cancelled *atomic.Bool
+}
+
+func (u *unlessCancelled) Write(b []byte) (int, error) {
+	if u.cancelled.Load() {
+		return len(b), nil
+	}
+	return u.ResponseWriter.Write(b)
+}
+
+func (u *unlessCancelled) Flush() {
+	if f, ok := u.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (u *unlessCancelled) Unwrap() http.ResponseWriter { return u.ResponseWriter }
 
 // progress routes the upstream's progress notifications to the clients
 // whose requests asked for them: each forwarded request with a progress
@@ -574,7 +645,9 @@ func (c clientCaps) options() *mcp.ClientCapabilities {
 // roots), the gateway connects to the upstream again telling it, as long
 // as the upstream's session has served no client's request (a command
 // upstream is started again: whatever state it keeps in memory would be
-// lost) and none is in flight (it would be cut short).
+// lost) and none is in flight (it would be cut short). A listing of the
+// gateway's own in flight (the upstream said its tools changed as it
+// started, as server-everything does) is let end first.
 func (g *Gateway) initialized(ctx context.Context, req *mcp.InitializedRequest) {
 	if err := g.adoptCaps(req.Session); err != nil {
 		g.log.Warn("mcpgateway: the upstream keeps the client capabilities it was told", slog.Any("err", err))
@@ -610,7 +683,7 @@ func (u *upstream) adopt(c clientCaps, version string) error {
 	if reflect.DeepEqual(next, u.caps) && !newVersion {
 		return nil
 	}
-	if u.inUse > 0 || u.served {
+	if u.clientUse > 0 || u.served {
 		return errors.New("mcpgateway: the upstream has served a client's request since it started")
 	}
 	if newVersion {
@@ -618,6 +691,14 @@ func (u *upstream) adopt(c clientCaps, version string) error {
 	}
 	u.caps = next
 	u.client = u.newClient(next)
+	if u.sess != nil && u.inUse > 0 {
+		// The gateway lists the upstream's tools on it (the upstream
+		// said they changed as it started): the next acquire replaces
+		// it once that ends.
+		u.replace = true
+		u.log.Info("mcpgateway: the upstream is told the client's capabilities once the gateway's listing of its tools ends")
+		return nil
+	}
 	if u.sess != nil {
 		sess := u.sess
 		u.sess = nil

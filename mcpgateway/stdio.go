@@ -67,6 +67,9 @@ type StdioTransport struct {
 	Reader io.Reader
 	Writer io.Writer
 	Limits Limits
+	// idempotency: the initialize result advertises tools.idempotency
+	// (Gateway.Stdio sets it when a configured tool takes client keys).
+	idempotency bool
 }
 
 // Connect implements mcp.Transport.
@@ -79,12 +82,13 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		w = os.Stdout
 	}
 	c := &stdioConn{
-		limits:   t.Limits.withDefaults(),
-		in:       r,
-		out:      w,
-		frames:   make(chan frame),
-		closed:   make(chan struct{}),
-		inflight: map[string]*batch{},
+		limits:      t.Limits.withDefaults(),
+		in:          r,
+		out:         w,
+		frames:      make(chan frame),
+		closed:      make(chan struct{}),
+		inflight:    map[string]*batch{},
+		idempotency: t.idempotency,
 	}
 	go c.readFrames()
 	return c, nil
@@ -105,8 +109,14 @@ type stdioConn struct {
 
 	mu       sync.Mutex
 	inflight map[string]*batch // the client's requests not yet answered, by id; the batch they came in, if any
-	initID   string            // the initialize request's id
-	version  string            // the negotiated protocol version
+	// cancelled holds the requests in flight that the client cancelled
+	// (notifications/cancelled): their answers are not written, as the
+	// specification says a receiver should not answer a cancelled
+	// request (and the client no longer expects one).
+	cancelled   map[string]bool
+	initID      string // the initialize request's id
+	idempotency bool   // StdioTransport.idempotency
+	version     string // the negotiated protocol version
 }
 
 // frame is one line read from the client, or the error that ended the
@@ -423,6 +433,9 @@ func (c *stdioConn) message(data []byte, in *batch) (jsonrpc.Message, *rpcError)
 		// forwards (rawParams).
 		req.Extra = &mcp.RequestExtra{Header: http.Header{rawParamsHeader: {string(p)}}}
 	}
+	if isReq && !req.IsCall() && req.Method == "notifications/cancelled" {
+		c.cancel(w["params"])
+	}
 	if isReq && req.IsCall() {
 		key := idKey(req.ID)
 		c.mu.Lock()
@@ -454,7 +467,29 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		c.mu.Lock()
 		b, tracked := c.inflight[key]
 		delete(c.inflight, key)
+		if c.cancelled[key] {
+			delete(c.cancelled, key)
+			var complete []json.RawMessage
+			if b != nil {
+				b.pending--
+				if b.pending == 0 {
+					complete = b.answers
+				}
+			}
+			c.mu.Unlock()
+			if len(complete) > 0 {
+				return c.writeBatch(complete)
+			}
+			return nil
+		}
 		if tracked && key == c.initID && resp.Error == nil {
+			if c.idempotency {
+				cp := *resp
+				cp.Result = withIdempotencyCapability(resp.Result)
+				if d, err := jsonrpc.EncodeMessage(&cp); err == nil {
+					data = d
+				}
+			}
 			var r struct {
 				ProtocolVersion string `json:"protocolVersion"`
 			}
@@ -479,6 +514,31 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	return c.write(append(data, '\n'))
+}
+
+// cancel marks the request that a notifications/cancelled names, if it is
+// in flight and not the initialize request (which cannot be cancelled).
+func (c *stdioConn) cancel(params json.RawMessage) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil || !id.IsValid() {
+		return
+	}
+	key := idKey(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.inflight[key]; !ok || key == c.initID {
+		return
+	}
+	if c.cancelled == nil {
+		c.cancelled = map[string]bool{}
+	}
+	c.cancelled[key] = true
 }
 
 func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }

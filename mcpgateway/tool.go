@@ -33,6 +33,9 @@ type guarded struct {
 	cfg      ToolConfig
 	fields   []field
 	definite []errorMatch
+	// byFields derives the identity of a call without a client key, for a
+	// tool whose ClientKey is "identity".
+	byFields client.Tool
 }
 
 // errorMatch is a compiled ErrorMatch.
@@ -72,6 +75,18 @@ func (g *Gateway) register(name string, tc ToolConfig) (*guarded, error) {
 		Scope:     scopes[tc.Scope],
 		Run:       g.runUpstream(t, errorClasses[tc.ErrorResult]),
 	}
+	key, args := client.Field{Path: keyField}, client.Field{Path: argsField}
+	switch tc.ClientKey {
+	case ClientKeyIdentity:
+		// The key is the identity; the identity fields, like the rest of
+		// the arguments, must match on a repeat with the same key.
+		t.byFields = client.Tool{Name: name, Identity: ct.Identity}
+		ct.Validated = append(append(ct.Identity, ct.Validated...), args)
+		ct.Identity = []client.Field{key}
+	case ClientKeyCombine:
+		ct.Identity = append(ct.Identity, key)
+		ct.Validated = append(ct.Validated, args)
+	}
 	if g.wrap != nil {
 		ct = g.wrap(ct)
 	}
@@ -93,6 +108,8 @@ type upCall struct {
 	result *mcp.CallToolResult // the upstream's answer, when this call ran the tool
 	failed *mcp.CallToolResult // the upstream's error answer, when this call ran the tool
 	err    error               // why this call's upstream call failed, when it did
+	key    *clientKey          // the key the client sent, if any
+	inputs *mcp.CallToolResult // the upstream's request for the client's input (2026-07-28)
 }
 
 // call runs one tools/call of a configured tool through the executor.
@@ -108,9 +125,23 @@ func (g *Gateway) call(ctx context.Context, t *guarded, req *mcp.CallToolRequest
 	input := []byte(raw) // invalid input: the executor says why
 	if obj, err := client.ParseInput(raw, 0); err == nil {
 		uc.args = obj
-		projected, refusal := g.project(t, obj)
-		if refusal != nil {
-			return refusal, nil
+		projected, refused := g.project(t, obj)
+		if refused != nil {
+			return refused, nil
+		}
+		k, err := findClientKey(rawParams(req), obj)
+		if err != nil {
+			return refusal(client.InvalidInput, fmt.Sprintf("%s: the idempotency key is invalid: %v. Nothing was done.", t.name, err)), nil
+		}
+		uc.key = k
+		if t.cfg.ClientKey == ClientKeyIdentity || t.cfg.ClientKey == ClientKeyCombine {
+			if err := t.withClientKey(projected, obj, k); err != nil {
+				var ie *client.InputError
+				if errors.As(err, &ie) && ie.Field != "" {
+					return refusal(client.InvalidInput, fmt.Sprintf("%s needs %q to run safely (%s). Nothing was done.", t.name, ie.Field, ie.Msg)), nil
+				}
+				return refusal(client.InvalidInput, fmt.Sprintf("%s: %v. Nothing was done.", t.name, err)), nil
+			}
 		}
 		if input, err = json.Marshal(projected); err != nil {
 			return nil, fmt.Errorf("mcpgateway: %w", err)
@@ -411,24 +442,41 @@ func (g *Gateway) runUpstream(t *guarded, onError errclass.Class) func(context.C
 		defer g.active.begin(uc.ctx, uc.req)()
 		_, meta, end := g.withProgress(uc.ctx, uc.req, nil, meta)
 		defer end()
-		cctx, _ = withSlot(cctx, nil) // an HTTP upstream's answer stream is read for progress
 		params := &mcp.CallToolParams{Meta: withoutProtocolMeta(meta), Name: t.name, Arguments: args}
-		res, err := sess.CallTool(cctx, params)
+		if newProtocol(clientVersion(uc.req.Session)) {
+			// A client on 2026-07-28 answering the upstream's request for
+			// input (below) repeats its call with the answers.
+			params.InputResponses, params.RequestState = uc.req.Params.InputResponses, uc.req.Params.RequestState
+		}
+		callUp := func() (*mcp.CallToolResult, error) {
+			// An HTTP upstream's answer stream is read for progress; the
+			// client's params.idempotencyKey, which the go-sdk's params do
+			// not hold, is sent as it came.
+			sctx, _ := withSlot(cctx, uc.key.paramsWith(params))
+			return sess.CallTool(sctx, params)
+		}
+		res, err := callUp()
 		for round := 1; err == nil && res.NeedsInput(); round++ {
-			// The upstream asks for input (2026-07-28) before it answers:
-			// a client on an earlier protocol is asked with requests; one
-			// on that protocol would answer by calling again, which the
-			// executor would take for a repeat of the action.
+			// The upstream asks for input (2026-07-28) before it acts: a
+			// client on that protocol gets the request as it came and
+			// calls again with the answers, and the record says nothing
+			// was done (a definite failure), so that the call with the
+			// answers runs; a client on an earlier protocol is asked with
+			// requests, and the upstream called again here.
 			ss := uc.req.Session
-			if newProtocol(clientVersion(ss)) || round >= maxInputRounds {
-				return client.Effect{}, client.Definite(fmt.Errorf("mcpgateway: %s asked for input (sampling, elicitation or roots) before acting, which the gateway relays for a configured tool only to a client on a protocol before 2026-07-28", t.name))
+			if newProtocol(clientVersion(ss)) {
+				uc.inputs = res
+				return client.Effect{}, client.Definite(fmt.Errorf("mcpgateway: %s asked the client for input before acting", t.name))
+			}
+			if round >= maxInputRounds {
+				return client.Effect{}, client.Definite(fmt.Errorf("mcpgateway: %s asked for input %d times in a row", t.name, round))
 			}
 			answers, aerr := askClient(uc.ctx, ss, res.InputRequests)
 			if aerr != nil {
 				return client.Effect{}, client.Definite(aerr)
 			}
 			params.InputResponses, params.RequestState = answers, res.RequestState
-			res, err = sess.CallTool(cctx, params)
+			res, err = callUp()
 		}
 		if err != nil {
 			uc.err = t.classify(err)
@@ -531,6 +579,18 @@ const notKept = " The first call's result was not kept, so it is not shown again
 func (g *Gateway) answer(t *guarded, uc *upCall, res client.Result) *mcp.CallToolResult {
 	outcome := res.Outcome
 	text := res.Text
+	if uc.inputs != nil && outcome == client.Failed {
+		// The upstream's request for input, as it came (its result type
+		// with it), for the client to answer by calling again.
+		out := *uc.inputs
+		meta := maps.Clone(out.Meta)
+		if meta == nil {
+			meta = mcp.Meta{}
+		}
+		meta[OutcomeMeta], meta[KeyMeta] = "input required", res.Key
+		out.Meta = meta
+		return &out
+	}
 	if res.Shared && outcome == client.Executed && uc.result == nil {
 		// A concurrent duplicate merged into another call, which ran the
 		// tool: this call did not, and is told so.

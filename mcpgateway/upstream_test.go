@@ -2,15 +2,18 @@ package mcpgateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -76,7 +79,46 @@ func text(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: 
 // upstreamMain serves the purpose-built upstream over stdio until the
 // client leaves.
 func upstreamMain(dir string) int {
+	// With the file slow-list in dir, the upstream acts as one whose
+	// tools change as it starts (server-everything adds tools once it
+	// knows its client): after its first tools/list it adds a tool,
+	// telling its client the list changed, and every tools/list after the
+	// first waits for the file release-list.
+	slowList := func() bool { _, err := os.Stat(filepath.Join(dir, "slow-list")); return err == nil }
 	s := mcp.NewServer(&mcp.Implementation{Name: "purpose-built", Version: "1"}, nil)
+	var lists atomic.Int64
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/list" || !slowList() {
+				return next(ctx, method, req)
+			}
+			if lists.Add(1) == 1 {
+				defer func() {
+					go s.AddTool(&mcp.Tool{Name: "late", InputSchema: &jsonschema.Schema{Type: "object"}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+						return &mcp.CallToolResult{Content: text("late")}, nil
+					})
+				}()
+				return next(ctx, method, req)
+			}
+			_ = record(dir, "list-blocked")
+			for {
+				if _, err := os.Stat(filepath.Join(dir, "release-list")); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "caps", Description: "the client capabilities this server was told"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			b, _ := json.Marshal(req.Session.InitializeParams().Capabilities)
+			return &mcp.CallToolResult{Content: text(string(b))}, nil, nil
+		})
 
 	type line struct {
 		Ticket int    `json:"ticket"`
@@ -276,7 +318,26 @@ func upstreamMain(dir string) int {
 			return &mcp.CallToolResult{Content: text("the model said: " + said)}, nil, nil
 		})
 
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	// checkout acts like a commerce protocol's tool: its meta argument
+	// carries the protocol's headers, an idempotency key among them.
+	type checkout struct {
+		ID     string         `json:"id"`
+		Amount string         `json:"amount"`
+		Meta   map[string]any `json:"meta,omitempty"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "checkout", Description: "complete a checkout"},
+		func(_ context.Context, _ *mcp.CallToolRequest, a checkout) (*mcp.CallToolResult, any, error) {
+			key := a.Meta["idempotency_key"]
+			if key == nil {
+				key = a.Meta["idempotency-key"]
+			}
+			if err := record(dir, "checkout %s %s meta-key=%v", a.ID, a.Amount, key); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: text(fmt.Sprintf("checkout %s completed for %s", a.ID, a.Amount))}, nil, nil
+		})
+
+	if err := s.Run(context.Background(), keyRecorder{Transport: &mcp.StdioTransport{}, dir: dir}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -290,4 +351,37 @@ func journalLines(dir string) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// keyRecorder records the params.idempotencyKey of every tools/call the
+// upstream reads (the go-sdk's typed params do not hold it).
+type keyRecorder struct {
+	mcp.Transport
+	dir string
+}
+
+func (k keyRecorder) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := k.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return keyConn{Connection: c, dir: k.dir}, nil
+}
+
+type keyConn struct {
+	mcp.Connection
+	dir string
+}
+
+func (c keyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if req, ok := m.(*jsonrpc.Request); ok && req.Method == "tools/call" {
+		var p struct {
+			IdempotencyKey *string `json:"idempotencyKey"`
+		}
+		if json.Unmarshal(req.Params, &p) == nil && p.IdempotencyKey != nil {
+			_ = record(c.dir, "params-key %s", *p.IdempotencyKey)
+		}
+	}
+	return m, err
 }
