@@ -56,9 +56,13 @@ func server() (string, func(), error) {
 		conn.Close()
 		return url, func() {}, nil
 	}
-	bin := "/usr/sbin/rabbitmq-server"
-	if p, err := exec.LookPath("rabbitmq-server"); err == nil {
-		bin = p
+	// The package's own script, not /usr/sbin's wrapper, which switches
+	// to the rabbitmq user and drops the environment that places the node.
+	bin := "/usr/lib/rabbitmq/bin/rabbitmq-server"
+	if _, err := os.Stat(bin); err != nil {
+		if bin, err = exec.LookPath("rabbitmq-server"); err != nil {
+			return "", nil, fmt.Errorf("no RabbitMQ answers on %s and rabbitmq-server is not installed", url)
+		}
 	}
 	port, err := freePort()
 	if err != nil {
@@ -80,7 +84,7 @@ func server() (string, func(), error) {
 		fmt.Sprintf("RABBITMQ_NODE_PORT=%d", port), "RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
 		fmt.Sprintf("RABBITMQ_DIST_PORT=%d", dist), fmt.Sprintf("RABBITMQ_NODENAME=oncely%d@localhost", port),
 		"RABBITMQ_MNESIA_BASE="+dir+"/mnesia", "RABBITMQ_LOG_BASE="+dir+"/log",
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+dir+"/enabled_plugins", "RABBITMQ_CONFIG_FILE="+dir+"/none",
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+dir+"/enabled_plugins",
 		"HOME="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

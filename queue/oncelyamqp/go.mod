@@ -8,6 +8,12 @@ require (
 )
 
 require (
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/hashicorp/go-retryablehttp v0.7.8 // indirect
+	github.com/resend/resend-go/v3 v3.1.1 // indirect
+)
+
+require (
 	github.com/aws/aws-lambda-go v1.55.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect

@@ -186,11 +186,11 @@ func (w *Worker[T, Out]) Work(ctx context.Context, job *river.Job[T]) error {
 	}})
 	out, res, err := w.once(cctx, in)
 	switch {
-	case res.Outcome == client.Executed && err == nil:
-		return nil
-	case res.Outcome == client.AlreadyDone || (res.Outcome == client.Executed && errors.Is(err, oncelyfunc.ErrResultNotKept)):
+	case res.Outcome == client.AlreadyDone || (res.Outcome == client.Executed && (err == nil || errors.Is(err, oncelyfunc.ErrResultNotKept))):
 		if err == nil {
-			recordOutput(ctx, out) // the first run's output, again
+			// The run's output: this job's, or the first run's for a
+			// repeat or a job merged with one in flight in this process.
+			recordOutput(ctx, out)
 		}
 		return nil
 	case res.Outcome == client.InProgress:
