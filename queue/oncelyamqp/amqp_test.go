@@ -79,12 +79,17 @@ func server() (string, func(), error) {
 	if err := os.WriteFile(dir+"/enabled_plugins", []byte("[].\n"), 0o644); err != nil {
 		return "", nil, err
 	}
+	// A configuration of its own: the system's (/etc/rabbitmq) may name
+	// the listener of the node that did not answer.
+	if err := os.WriteFile(dir+"/rabbitmq.conf", fmt.Appendf(nil, "listeners.tcp.default = 127.0.0.1:%d\n", port), 0o644); err != nil {
+		return "", nil, err
+	}
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(),
 		fmt.Sprintf("RABBITMQ_NODE_PORT=%d", port), "RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
 		fmt.Sprintf("RABBITMQ_DIST_PORT=%d", dist), fmt.Sprintf("RABBITMQ_NODENAME=oncely%d@localhost", port),
 		"RABBITMQ_MNESIA_BASE="+dir+"/mnesia", "RABBITMQ_LOG_BASE="+dir+"/log",
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+dir+"/enabled_plugins",
+		"RABBITMQ_ENABLED_PLUGINS_FILE="+dir+"/enabled_plugins", "RABBITMQ_CONFIG_FILE="+dir+"/rabbitmq.conf",
 		"HOME="+dir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -138,7 +143,7 @@ type env struct {
 	store  *ledgerpg.Store
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
@@ -186,7 +191,7 @@ func newEnv(t *testing.T) *env {
 
 func effects(schema string) string { return pgx.Identifier{schema, "effects"}.Sanitize() }
 
-func (e *env) publish(t *testing.T, body, id string) {
+func (e *env) publish(t testing.TB, body, id string) {
 	t.Helper()
 	if err := e.ch.PublishWithContext(context.Background(), "", e.queue, false, false,
 		amqp.Publishing{ContentType: "application/json", MessageId: id, Body: []byte(body)}); err != nil {

@@ -120,7 +120,7 @@ type env struct {
 	store   *ledgerpg.Store
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
@@ -155,7 +155,7 @@ func newEnv(t *testing.T) *env {
 
 func effects(schema string) string { return pgx.Identifier{schema, "effects"}.Sanitize() }
 
-func (e *env) consumer(t *testing.T, name string, ackWait time.Duration, maxDeliver int) jetstream.Consumer {
+func (e *env) consumer(t testing.TB, name string, ackWait time.Duration, maxDeliver int) jetstream.Consumer {
 	t.Helper()
 	c, err := e.js.CreateOrUpdateConsumer(context.Background(), e.stream, jetstream.ConsumerConfig{
 		Durable: name, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: maxDeliver,
@@ -167,7 +167,7 @@ func (e *env) consumer(t *testing.T, name string, ackWait time.Duration, maxDeli
 	return c
 }
 
-func (e *env) publish(t *testing.T, body, msgID string) {
+func (e *env) publish(t testing.TB, body, msgID string) {
 	t.Helper()
 	m := &nats.Msg{Subject: e.subject + ".orders", Data: []byte(body), Header: nats.Header{}}
 	if msgID != "" {

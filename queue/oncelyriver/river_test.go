@@ -53,7 +53,7 @@ type env struct {
 	store  *ledgerpg.Store
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
@@ -96,7 +96,7 @@ func (e *env) config(workers *river.Workers, maxWorkers int) *river.Config {
 	}
 }
 
-func (e *env) start(t *testing.T, cfg *river.Config) *river.Client[pgx.Tx] {
+func (e *env) start(t testing.TB, cfg *river.Config) *river.Client[pgx.Tx] {
 	t.Helper()
 	rc, err := river.NewClient(riverpgxv5.New(e.pool), cfg)
 	if err != nil {
