@@ -431,10 +431,18 @@ func TestAMQPAlwaysFailsDeadLetterOnce(t *testing.T) {
 
 const (
 	childEnv    = "ONCELY_AMQP_CHILD"
+	childPoint  = "ONCELY_AMQP_CHILD_POINT"
 	childSchema = "ONCELY_AMQP_CHILD_SCHEMA"
 	childPG     = "ONCELY_AMQP_CHILD_PG"
 	childQueue  = "ONCELY_AMQP_CHILD_QUEUE"
 )
+
+// kill ends the process with SIGKILL, as a crash would.
+func kill() {
+	fmt.Println("KILLING")
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
 
 func reconciler(pool *pgxpool.Pool, schema string) client.Reconciler {
 	return client.ReconcilerFunc(func(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
@@ -454,6 +462,11 @@ func reconciler(pool *pgxpool.Pool, schema string) client.Reconciler {
 func childMain() int {
 	fail := func(err error) int { fmt.Println(err); return 1 }
 	ctx := context.Background()
+	faultPoint = func(p string) {
+		if p == os.Getenv(childPoint) {
+			kill()
+		}
+	}
 	schema := os.Getenv(childSchema)
 	pool, err := pgxpool.New(ctx, os.Getenv(childPG))
 	if err != nil {
@@ -480,9 +493,10 @@ func childMain() int {
 		if _, err := send(pool, schema, &runs)(ctx, d); err != nil {
 			return Sent{}, err
 		}
-		fmt.Println("KILLING")
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
+		if os.Getenv(childPoint) == "effect" {
+			kill()
+		}
+		return Sent{EmailID: "em_child"}, nil
 	})
 	if err != nil {
 		return fail(err)
@@ -508,62 +522,114 @@ func childMain() int {
 // effect and acks; one effect; the dead consumer's late completion is
 // refused.
 func TestAMQPKilledConsumerRedeliverySettlesOnce(t *testing.T) {
+	// The points a consumer can die at, in order: after the effect (the
+	// record pending: the redelivery comes before the record), and after
+	// the record (done: the ack is lost, the redelivery comes after it).
+	for _, point := range []string{"effect", "recorded"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.publish(t, `{"order_id":"ord_kill"}`, "m-kill")
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(self, "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"="+amqpURL, childSchema+"="+e.schema, childPG+"="+e.pool.Config().ConnString(), childQueue+"="+e.queue, childPoint+"="+point)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+			}
+			err = cmd.Wait()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || !strings.Contains(strings.Join(lines, " "), "KILLING") {
+				t.Fatalf("child ended with %v, output %q; want killed by SIGKILL after the effect", err, lines)
+			}
+			want := map[string]ledger.State{"effect": ledger.StatePending, "recorded": ledger.StateDone}[point]
+			recs, err := e.store.List(context.Background(), ledger.Filter{Limit: 10})
+			if err != nil || len(recs) != 1 || recs[0].State != want {
+				t.Fatalf("records after the kill: %+v, %v; want one %s", recs, err, want)
+			}
+			dead := recs[0]
+			exec := client.New(e.store, &client.Config{NoCounters: true})
+			var runs atomic.Int32
+			opts := byOrder
+			opts.Reconciler = reconciler(e.pool, e.schema)
+			h, err := New(exec, e.ch, e.queue, "send_receipt", opts, send(e.pool, e.schema, &runs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := get(t, e.ch, e.queue)
+			if !d.Redelivered {
+				t.Errorf("the delivery after the kill is not marked redelivered")
+			}
+			if _, res, err := h.Process(context.Background(), d); err != nil && !errors.Is(err, oncelyfunc.ErrResultNotKept) {
+				t.Fatalf("redelivery: %v, %v", res.Outcome, err)
+			}
+			e.settled(t, e.queue)
+			if runs.Load() != 0 || e.effects(t) != 1 {
+				t.Errorf("after the redelivery: %d runs, %d effects; want 0 and 1", runs.Load(), e.effects(t))
+			}
+			rec, err := e.store.Get(context.Background(), dead.Key)
+			if err != nil || rec.State != ledger.StateDone {
+				t.Fatalf("record after the redelivery: %+v, %v; want done", rec, err)
+			}
+			if point == "effect" {
+				if rec.Owner == dead.Owner {
+					t.Fatalf("the record is still the dead consumer's: %+v", rec)
+				}
+				if err := e.store.Complete(context.Background(), dead.Key, dead.Owner, ledger.Completion{Summary: "late"}); !errors.Is(err, ledger.ErrNotOwner) {
+					t.Errorf("the dead consumer's late completion: %v, want ledger.ErrNotOwner", err)
+				}
+			}
+		})
+	}
+}
+
+// A delivery whose ack is lost (its channel closes after the action was
+// recorded): RabbitMQ redelivers it, and the redelivery is acked with the
+// stored result without running the handler again.
+func TestAMQPAckLostRedeliveryReplays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.publish(t, `{"order_id":"ord_kill"}`, "m-kill")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+amqpURL, childSchema+"="+e.schema, childPG+"="+e.pool.Config().ConnString(), childQueue+"="+e.queue)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	err = cmd.Wait()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || !strings.Contains(strings.Join(lines, " "), "KILLING") {
-		t.Fatalf("child ended with %v, output %q; want killed by SIGKILL after the effect", err, lines)
-	}
-	recs, err := e.store.List(context.Background(), ledger.Filter{Limit: 10})
-	if err != nil || len(recs) != 1 || recs[0].State != ledger.StatePending {
-		t.Fatalf("records after the kill: %+v, %v; want one pending", recs, err)
-	}
-	dead := recs[0]
 	exec := client.New(e.store, &client.Config{NoCounters: true})
 	var runs atomic.Int32
-	opts := byOrder
-	opts.Reconciler = reconciler(e.pool, e.schema)
-	h, err := New(exec, e.ch, e.queue, "send_receipt", opts, send(e.pool, e.schema, &runs))
+	h, err := New(exec, e.ch, e.queue, "send_receipt", Options{}, send(e.pool, e.schema, &runs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := get(t, e.ch, e.queue)
-	if !d.Redelivered {
-		t.Errorf("the delivery after the kill is not marked redelivered")
+	e.publish(t, `{"order_id":"ord_ack"}`, "m-ack")
+	lost, err := e.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, res, err := h.Process(context.Background(), d); err != nil && !errors.Is(err, oncelyfunc.ErrResultNotKept) {
-		t.Fatalf("redelivery: %v, %v", res.Outcome, err)
+	d := get(t, lost, e.queue)
+	in := Input{ID: d.MessageId, Body: string(d.Body), d: d}
+	if out, res, err := h.once(context.Background(), in); err != nil || res.Outcome != client.Executed || out.EmailID != "em_1" {
+		t.Fatalf("first run %+v, %v, %v", out, res.Outcome, err)
+	}
+	if err := lost.Close(); err != nil { // the ack is never sent
+		t.Fatal(err)
+	}
+	re := get(t, e.ch, e.queue)
+	if !re.Redelivered {
+		t.Error("the delivery after the lost ack is not marked redelivered")
+	}
+	out, res, err := h.Process(context.Background(), re)
+	if err != nil || res.Outcome != client.AlreadyDone || out.EmailID != "em_1" {
+		t.Errorf("redelivery: %+v, %v, %v; want the stored em_1, already done", out, res.Outcome, err)
 	}
 	e.settled(t, e.queue)
-	if runs.Load() != 0 || e.effects(t) != 1 {
-		t.Errorf("after the redelivery: %d runs, %d effects; want 0 and 1", runs.Load(), e.effects(t))
-	}
-	rec, err := e.store.Get(context.Background(), dead.Key)
-	if err != nil || rec.State != ledger.StateDone || rec.Owner == dead.Owner {
-		t.Fatalf("record after the redelivery: %+v, %v; want done by a new owner", rec, err)
-	}
-	if err := e.store.Complete(context.Background(), dead.Key, dead.Owner, ledger.Completion{Summary: "late"}); !errors.Is(err, ledger.ErrNotOwner) {
-		t.Errorf("the dead consumer's late completion: %v, want ledger.ErrNotOwner", err)
+	if runs.Load() != 1 || e.effects(t) != 1 {
+		t.Errorf("%d runs, %d effects; want 1", runs.Load(), e.effects(t))
 	}
 }

@@ -195,6 +195,7 @@ func (h *Handler[Out]) Process(ctx context.Context, d amqp.Delivery) (Out, clien
 	done := res.Outcome == client.AlreadyDone || (res.Outcome == client.Executed && (err == nil || errors.Is(err, oncelyfunc.ErrResultNotKept)))
 	switch {
 	case done:
+		faultPoint("recorded")
 		return out, res, errors.Join(err, d.Ack(false))
 	case res.Outcome == client.InProgress:
 		t := time.NewTimer(cmp.Or(h.opts.Delay, time.Second))
@@ -257,3 +258,7 @@ func advice(res client.Result, reconciler, last bool) string {
 	}
 	return "its last attempt failed; it is dead-lettered."
 }
+
+// faultPoint marks the point between a message's record and its ack
+// where the crash tests kill their process (a no-op otherwise).
+var faultPoint = func(string) {}

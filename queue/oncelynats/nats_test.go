@@ -476,12 +476,20 @@ func TestNATSAlwaysFailsDeadLetterOnce(t *testing.T) {
 // and kills itself before acking.
 const (
 	childEnv    = "ONCELY_NATS_CHILD"
+	childPoint  = "ONCELY_NATS_CHILD_POINT"
 	childSchema = "ONCELY_NATS_CHILD_SCHEMA"
 	childPG     = "ONCELY_NATS_CHILD_PG"
 	childStream = "ONCELY_NATS_CHILD_STREAM"
 )
 
 const ackWait = 2 * time.Second
+
+// kill ends the process with SIGKILL, as a crash would.
+func kill() {
+	fmt.Println("KILLING")
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
 
 func reconciler(pool *pgxpool.Pool, schema string) client.Reconciler {
 	return client.ReconcilerFunc(func(ctx context.Context, inv client.Invocation) (client.Reconciliation, error) {
@@ -499,6 +507,11 @@ func reconciler(pool *pgxpool.Pool, schema string) client.Reconciler {
 func childMain() int {
 	fail := func(err error) int { fmt.Println(err); return 1 }
 	ctx := context.Background()
+	faultPoint = func(p string) {
+		if p == os.Getenv(childPoint) {
+			kill()
+		}
+	}
 	schema := os.Getenv(childSchema)
 	pool, err := pgxpool.New(ctx, os.Getenv(childPG))
 	if err != nil {
@@ -528,9 +541,10 @@ func childMain() int {
 		if _, err := send(pool, schema, &runs)(ctx, msg); err != nil {
 			return Sent{}, err
 		}
-		fmt.Println("KILLING")
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
+		if os.Getenv(childPoint) == "effect" {
+			kill()
+		}
+		return Sent{EmailID: "em_child"}, nil
 	})
 	if err != nil {
 		return fail(err)
@@ -551,57 +565,70 @@ func childMain() int {
 // over, reconciles, finds the effect, and acks; one effect; the dead
 // consumer's late completion is refused.
 func TestNATSKilledConsumerRedeliverySettlesOnce(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	cons := e.consumer(t, "crash", ackWait, 5)
-	e.publish(t, `{"order_id":"ord_kill"}`, "")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(self, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+natsURL, childSchema+"="+e.schema, childPG+"="+e.pool.Config().ConnString(), childStream+"="+e.stream)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	err = cmd.Wait()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || !strings.Contains(strings.Join(lines, " "), "KILLING") {
-		t.Fatalf("child ended with %v, output %q; want killed by SIGKILL after the effect", err, lines)
-	}
-	recs, err := e.store.List(context.Background(), ledger.Filter{Limit: 10})
-	if err != nil || len(recs) != 1 || recs[0].State != ledger.StatePending {
-		t.Fatalf("records after the kill: %+v, %v; want one pending", recs, err)
-	}
-	dead := recs[0]
-	exec := client.New(e.store, &client.Config{NoCounters: true})
-	var runs atomic.Int32
-	opts := byOrder
-	opts.Reconciler, opts.Timeout = reconciler(e.pool, e.schema), ackWait/2
-	h, err := New(exec, cons, e.js, "send_receipt", opts, send(e.pool, e.schema, &runs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fetch(t, cons, h, 1)
-	pendingZero(t, cons)
-	if runs.Load() != 0 || e.effects(t) != 1 {
-		t.Errorf("after the redelivery: %d runs, %d effects; want 0 and 1", runs.Load(), e.effects(t))
-	}
-	rec, err := e.store.Get(context.Background(), dead.Key)
-	if err != nil || rec.State != ledger.StateDone || rec.Owner == dead.Owner {
-		t.Fatalf("record after the redelivery: %+v, %v; want done by a new owner", rec, err)
-	}
-	if err := e.store.Complete(context.Background(), dead.Key, dead.Owner, ledger.Completion{Summary: "late"}); !errors.Is(err, ledger.ErrNotOwner) {
-		t.Errorf("the dead consumer's late completion: %v, want ledger.ErrNotOwner", err)
+	// The points a consumer can die at, in order: after the effect (the
+	// record pending: the redelivery comes before the record), and after
+	// the record (done: the ack is lost, the redelivery comes after it).
+	for _, point := range []string{"effect", "recorded"} {
+		t.Run(point, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			cons := e.consumer(t, "crash", ackWait, 5)
+			e.publish(t, `{"order_id":"ord_kill"}`, "")
+			self, err := os.Executable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(self, "-test.run=^$")
+			cmd.Env = append(os.Environ(), childEnv+"="+natsURL, childSchema+"="+e.schema, childPG+"="+e.pool.Config().ConnString(), childStream+"="+e.stream, childPoint+"="+point)
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+			}
+			err = cmd.Wait()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL || !strings.Contains(strings.Join(lines, " "), "KILLING") {
+				t.Fatalf("child ended with %v, output %q; want killed by SIGKILL after the effect", err, lines)
+			}
+			want := map[string]ledger.State{"effect": ledger.StatePending, "recorded": ledger.StateDone}[point]
+			recs, err := e.store.List(context.Background(), ledger.Filter{Limit: 10})
+			if err != nil || len(recs) != 1 || recs[0].State != want {
+				t.Fatalf("records after the kill: %+v, %v; want one %s", recs, err, want)
+			}
+			dead := recs[0]
+			exec := client.New(e.store, &client.Config{NoCounters: true})
+			var runs atomic.Int32
+			opts := byOrder
+			opts.Reconciler, opts.Timeout = reconciler(e.pool, e.schema), ackWait/2
+			h, err := New(exec, cons, e.js, "send_receipt", opts, send(e.pool, e.schema, &runs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fetch(t, cons, h, 1)
+			pendingZero(t, cons)
+			if runs.Load() != 0 || e.effects(t) != 1 {
+				t.Errorf("after the redelivery: %d runs, %d effects; want 0 and 1", runs.Load(), e.effects(t))
+			}
+			rec, err := e.store.Get(context.Background(), dead.Key)
+			if err != nil || rec.State != ledger.StateDone {
+				t.Fatalf("record after the redelivery: %+v, %v; want done", rec, err)
+			}
+			if point == "effect" {
+				if rec.Owner == dead.Owner {
+					t.Fatalf("the record is still the dead consumer's: %+v", rec)
+				}
+				if err := e.store.Complete(context.Background(), dead.Key, dead.Owner, ledger.Completion{Summary: "late"}); !errors.Is(err, ledger.ErrNotOwner) {
+					t.Errorf("the dead consumer's late completion: %v, want ledger.ErrNotOwner", err)
+				}
+			}
+		})
 	}
 }

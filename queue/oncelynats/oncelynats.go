@@ -184,6 +184,7 @@ func (h *Handler[Out]) Process(ctx context.Context, msg jetstream.Msg) (Out, cli
 	done := res.Outcome == client.AlreadyDone || (res.Outcome == client.Executed && (err == nil || errors.Is(err, oncelyfunc.ErrResultNotKept)))
 	switch {
 	case done:
+		faultPoint("recorded")
 		return out, res, errors.Join(err, msg.Ack())
 	case res.Outcome == client.InProgress:
 		return out, res, errors.Join(err, msg.NakWithDelay(cmp.Or(h.opts.Delay, time.Second)))
@@ -251,3 +252,7 @@ func advice(res client.Result, reconciler, last bool) string {
 	}
 	return "its last delivery failed; it is dead-lettered."
 }
+
+// faultPoint marks the point between a message's record and its ack
+// where the crash tests kill their process (a no-op otherwise).
+var faultPoint = func(string) {}

@@ -206,55 +206,64 @@ func TestRiverFiveDeliveriesOneEffect(t *testing.T) {
 	}
 }
 
-// 8 copies of one job worked at once by 8 workers: one runs, the other 7
-// complete without running.
+// 8 copies of one job worked at once by 8 River clients (each with its
+// own executor, as 8 processes): one runs; the other 7 find the action in
+// flight, are snoozed, and complete without running once it is done.
 func TestRiverEightConcurrentOneRuns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	exec := client.New(NewTxStore(e.store, e.pool), &client.Config{NoCounters: true, Wait: -1})
 	var runs atomic.Int32
 	release := make(chan struct{})
-	workers := river.NewWorkers()
-	cfg := e.config(workers, 8)
 	opts := byOrder
 	opts.Snooze = 10 * time.Millisecond
-	w, err := New(exec, cfg, opts, func(ctx context.Context, job *river.Job[RefundArgs]) (Refunded, error) {
-		runs.Add(1)
-		<-release
-		return Refunded{RefundID: "re_8"}, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	river.AddWorker(workers, w)
-	// Insert all 8 before the client starts, so that one fetch takes them.
+	// Insert all 8 before the clients start.
 	ins, err := river.NewClient(riverpgxv5.New(e.pool), &river.Config{Schema: e.schema})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids := insert(t, ins, 8, RefundArgs{OrderID: "ord_8", Amount: 800}, nil)
-	rc := e.start(t, cfg)
-	// The 7 duplicates find the action in flight and are snoozed while the
-	// first run holds it: wait until each has been worked at least once.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var worked int
-		if err := e.pool.QueryRow(context.Background(),
-			"SELECT count(*) FROM "+pgx.Identifier{e.schema, "river_job"}.Sanitize()+" WHERE attempt > 0 OR state = 'scheduled'").Scan(&worked); err != nil {
+	var rc *river.Client[pgx.Tx]
+	for range 8 {
+		exec := client.New(NewTxStore(e.store, e.pool), &client.Config{NoCounters: true, Wait: -1})
+		workers := river.NewWorkers()
+		cfg := e.config(workers, 1)
+		w, err := New(exec, cfg, opts, func(ctx context.Context, job *river.Job[RefundArgs]) (Refunded, error) {
+			runs.Add(1)
+			<-release
+			return Refunded{RefundID: "re_8"}, nil
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if worked == 8 {
+		river.AddWorker(workers, w)
+		rc = e.start(t, cfg)
+	}
+	// Release the run once the 7 others found it in flight (snoozed, or
+	// worked again after a snooze).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var snoozed int
+		if err := e.pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM "+pgx.Identifier{e.schema, "river_job"}.Sanitize()+" WHERE (metadata->>'snoozes')::int > 0").Scan(&snoozed); err != nil {
+			t.Fatal(err)
+		}
+		if snoozed == 7 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of 8 jobs worked", worked)
+			t.Fatalf("only %d of 7 duplicates were snoozed", snoozed)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	close(release)
-	waitJobs(t, rc, ids, rivertype.JobStateCompleted)
+	rows := waitJobs(t, rc, ids, rivertype.JobStateCompleted)
 	if got := runs.Load(); got != 1 {
 		t.Errorf("the work ran %d times for 8 concurrent copies, want 1", got)
+	}
+	for _, r := range rows {
+		if got := output(t, r); got.RefundID != "re_8" {
+			t.Errorf("job %d output %+v, want the run's", r.ID, got)
+		}
 	}
 }
 
