@@ -270,11 +270,13 @@ func NewTxStore(s *ledgerpg.Store, pool *pgxpool.Pool) *TxStore {
 }
 
 // Complete records the action done; for a Worker's action, in the
-// transaction that completes its job (river.JobCompleteTx). When the job
-// cannot be completed (it is no longer running: River rescued it, or it
-// was cancelled) neither is written, and the error says why; when the
-// record was no longer this owner's (the claim was taken over),
-// ledger.ErrNotOwner, and the job is left to the attempt that took it.
+// transaction that completes its job (river.JobCompleteTx). A job that is
+// no longer running (cancelled, or settled by River meanwhile) is left as
+// it is and the record is committed alone. When the record is no longer
+// this owner's (the claim was taken over), it returns ledger.ErrNotOwner
+// and writes neither: the job is left to the attempt that took it over.
+// When the transaction fails, neither is written, and the executor
+// retries.
 func (s *TxStore) Complete(ctx context.Context, key, owner string, c ledger.Completion) error {
 	jc, _ := ctx.Value(jobKey{}).(*completer)
 	if jc == nil {
@@ -285,7 +287,10 @@ func (s *TxStore) Complete(ctx context.Context, key, owner string, c ledger.Comp
 			return err
 		}
 		faultPoint("recorded")
-		if err := jc.complete(ctx, tx); err != nil {
+		// A job no longer running (cancelled by an operator, or settled by
+		// River meanwhile) is left as it is; the record commits all the
+		// same: the effect happened.
+		if err := jc.complete(ctx, tx); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
 			return fmt.Errorf("oncelyriver: complete the job with its action %s: %w", key, err)
 		}
 		faultPoint("job-completed")

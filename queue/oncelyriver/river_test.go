@@ -365,3 +365,43 @@ func TestRiverTxCompletesJobWithRecord(t *testing.T) { // not parallel: it sets 
 		t.Fatalf("done records %v, %v", recs, err)
 	}
 }
+
+// A job that is no longer running when its action is recorded (here its
+// row is gone, as after an operator deleted it) leaves the record done
+// all the same: the effect happened.
+func TestRiverJobGoneRecordStillDone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	exec := client.New(NewTxStore(e.store, e.pool), &client.Config{NoCounters: true})
+	workers := river.NewWorkers()
+	cfg := e.config(workers, 1)
+	ran := make(chan int64, 1)
+	w, err := New(exec, cfg, byOrder, func(ctx context.Context, job *river.Job[RefundArgs]) (Refunded, error) {
+		if _, err := e.pool.Exec(ctx, "DELETE FROM "+pgx.Identifier{e.schema, "river_job"}.Sanitize()+" WHERE id = $1", job.ID); err != nil {
+			return Refunded{}, client.Definite(err)
+		}
+		ran <- job.ID
+		return Refunded{RefundID: "re_gone"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	river.AddWorker(workers, w)
+	rc := e.start(t, cfg)
+	insert(t, rc, 1, RefundArgs{OrderID: "ord_gone", Amount: 3}, nil)
+	<-ran
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		recs, err := e.store.List(context.Background(), ledger.Filter{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 1 && recs[0].State == ledger.StateDone {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("records %+v: want one done", recs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
