@@ -68,7 +68,7 @@ func work(pool *pgxpool.Pool, schema string) func(context.Context, *river.Job[Re
 		if _, err := pool.Exec(ctx, "INSERT INTO "+effects(schema)+" (key, order_id) VALUES ($1, $2)", key, job.Args.OrderID); err != nil {
 			return Refunded{}, client.Definite(err)
 		}
-		if os.Getenv(childEnv) == "effect" {
+		if p := os.Getenv(childEnv); p == "effect" || p == "plain:effect" {
 			kill()
 		}
 		return Refunded{RefundID: "re_" + job.Args.OrderID}, nil
@@ -94,12 +94,18 @@ func childMain() int {
 		fmt.Println(err)
 		return 1
 	}
+	// "plain:" points run on the ledgerpg Store without TxStore, as on
+	// any other ledger: the record and the job's completion are apart.
+	var ledgerStore ledger.Store = NewTxStore(store, pool)
+	if p, ok := strings.CutPrefix(point, "plain:"); ok {
+		point, ledgerStore = p, store
+	}
 	faultPoint = func(p string) {
 		if p == point {
 			kill()
 		}
 	}
-	exec := client.New(NewTxStore(store, pool), &client.Config{NoCounters: true})
+	exec := client.New(ledgerStore, &client.Config{NoCounters: true})
 	workers := river.NewWorkers()
 	cfg := &river.Config{Schema: schema, Workers: workers, JobTimeout: rescueAfter / 2, RescueStuckJobsAfter: rescueAfter,
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1}}, FetchCooldown: 20 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond}
@@ -129,9 +135,13 @@ func childMain() int {
 // settles the action once (reconciling the dead claim, or replaying the
 // committed record), the job ends completed, and the dead worker's late
 // completion is refused. Points are enumerated in the order they are
-// passed.
+// passed: with TxStore, after the effect, after the record inside the
+// transaction, after the job's completion inside it, after the commit,
+// and when the worker returns; without it (plain:, as on any ledger but
+// ledgerpg in River's database), after the effect, and after the record
+// when the worker returns, before River completes the job.
 func TestRiverKillAtEveryPoint(t *testing.T) {
-	for _, point := range []string{"effect", "recorded", "job-completed", "committed"} {
+	for _, point := range []string{"effect", "recorded", "job-completed", "committed", "done", "plain:effect", "plain:done"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
@@ -143,7 +153,7 @@ func TestRiverKillAtEveryPoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids := insert(t, ins, 1, RefundArgs{OrderID: "ord_kill_" + point, Amount: 9}, &river.InsertOpts{MaxAttempts: 5})
+			ids := insert(t, ins, 1, RefundArgs{OrderID: "ord_kill_" + strings.ReplaceAll(point, ":", "_"), Amount: 9}, &river.InsertOpts{MaxAttempts: 5})
 
 			self, err := os.Executable()
 			if err != nil {

@@ -192,6 +192,7 @@ func (w *Worker[T, Out]) Work(ctx context.Context, job *river.Job[T]) error {
 			// repeat or a job merged with one in flight in this process.
 			recordOutput(ctx, out)
 		}
+		faultPoint("done")
 		return nil
 	case res.Outcome == client.InProgress:
 		return river.JobSnooze(w.snooze)
