@@ -2,11 +2,13 @@ package oncelyamqp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -632,4 +634,33 @@ func TestAMQPAckLostRedeliveryReplays(t *testing.T) {
 	if runs.Load() != 1 || e.effects(t) != 1 {
 		t.Errorf("%d runs, %d effects; want 1", runs.Load(), e.effects(t))
 	}
+}
+
+// A message whose action ends uncertain is not acked silently: it is
+// retried, and the operator is told what to do, in the log.
+func TestAMQPUncertainNotAckedLogged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var logs bytes.Buffer
+	opts := byOrder
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	h, err := New(client.New(e.store, &client.Config{NoCounters: true}), e.ch, e.queue, "send_receipt", opts,
+		func(context.Context, amqp.Delivery) (Sent, error) {
+			return Sent{}, errors.New("connection reset after the request was sent")
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publish(t, `{"order_id":"ord_unc"}`, "m-unc")
+	if _, res, err := h.Process(context.Background(), get(t, e.ch, e.queue)); res.Outcome != client.Uncertain || err == nil {
+		t.Fatalf("Process: %v, %v; want uncertain", res.Outcome, err)
+	}
+	if !strings.Contains(logs.String(), "outcome is unknown") || !strings.Contains(logs.String(), "oncely ledger resolve") {
+		t.Errorf("log %q does not tell the operator", logs.String())
+	}
+	again := get(t, e.ch, e.queue)
+	if Attempt(again) != 2 || again.MessageId != "m-unc" {
+		t.Errorf("retry: attempt %d id %q, want attempt 2 of m-unc", Attempt(again), again.MessageId)
+	}
+	_ = again.Ack(false)
 }

@@ -2,15 +2,18 @@ package oncelynats
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -631,4 +634,61 @@ func TestNATSKilledConsumerRedeliverySettlesOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A message whose action ends uncertain is not acked; the operator is told
+// what to do, in the log.
+func TestNATSUncertainNotAckedLogged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cons := e.consumer(t, "uncertain", 30*time.Second, 5)
+	var logs bytes.Buffer
+	opts := byOrder
+	opts.Logger = slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil))
+	h, err := New(client.New(e.store, &client.Config{NoCounters: true}), cons, e.js, "send_receipt", opts,
+		func(context.Context, jetstream.Msg) (Sent, error) {
+			return Sent{}, errors.New("connection reset after the request was sent")
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.publish(t, `{"order_id":"ord_unc"}`, "")
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, ok := <-batch.Messages()
+	if !ok {
+		t.Fatal("no delivery")
+	}
+	if _, res, err := h.Process(context.Background(), msg); res.Outcome != client.Uncertain || err == nil {
+		t.Fatalf("Process: %v, %v; want uncertain", res.Outcome, err)
+	}
+	if !strings.Contains(logs.String(), "outcome is unknown") || !strings.Contains(logs.String(), "oncely ledger resolve") {
+		t.Errorf("log %q does not tell the operator", logs.String())
+	}
+	// Naked, not acked: JetStream delivers it again.
+	again, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, ok := <-again.Messages()
+	if !ok {
+		t.Fatal("the uncertain message was not delivered again")
+	}
+	if md, _ := m2.Metadata(); md.NumDelivered != 2 {
+		t.Errorf("redelivery count %d, want 2", md.NumDelivered)
+	}
+	_ = m2.Term()
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
