@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -193,6 +194,11 @@ func TestFaultPointsQueue(t *testing.T) {
 								acks++
 							case "consumer nack":
 								nacks++
+							}
+							// The provider's points do not depend on the ledger:
+							// SQLite runs the ledger's and the consumer's.
+							if b.name != "memory" && strings.HasPrefix(dry.ops[p], "provider ") {
+								continue
 							}
 							for kind := faultKind(0); kind < numFaultKinds; kind++ {
 								w := newWorld(tool, class, []fpFault{{p, kind}})
