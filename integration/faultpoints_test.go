@@ -140,6 +140,10 @@ type fpWorld struct {
 	told       []string        // what the model was told, in order, with the effects then
 	problems   []string
 	inHook     bool // a delayed point's redelivery is running
+	// queue: the action arrives as a queue message (consume), not as a
+	// model's call (deliver); acked says the broker deleted it.
+	queue bool
+	acked bool
 }
 
 // point counts one operation and returns the fault to apply to it, if any.
@@ -453,6 +457,10 @@ func (w *fpWorld) redeliverInside() {
 	}
 	w.inHook = true
 	w.mu.Unlock()
+	if w.queue {
+		w.consume(context.Background())
+		return
+	}
 	w.deliver(context.Background())
 }
 

@@ -2,7 +2,9 @@ package oncelyfunc
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +24,21 @@ type SQSOptions struct {
 	Validated  []Key
 	Retention  time.Duration
 	Reconciler client.Reconciler
+	// FunctionTimeout and VisibilityTimeout, when both are set, are the
+	// function's timeout and the queue's visibility timeout: a claim lives
+	// as long as the invocation, so SQS refuses a FunctionTimeout that is
+	// not below VisibilityTimeout (SQS would deliver a message again while
+	// its claim is live).
+	FunctionTimeout   time.Duration
+	VisibilityTimeout time.Duration
+	// MaxReceiveCount is the queue's redrive policy's maxReceiveCount (0:
+	// none). A message reported for redelivery on its last receive (its
+	// ApproximateReceiveCount reached it) is passed to OnDeadLetter, once,
+	// as SQS moves it to the dead-letter queue.
+	MaxReceiveCount int
+	// OnDeadLetter is called for such a message, with why it failed.
+	// Optional.
+	OnDeadLetter func(ctx context.Context, m events.SQSMessage, err error)
 	// Logger receives a warning, saying what an operator must do, for each
 	// message reported for redelivery that a redelivery may not handle:
 	// its outcome is uncertain, its identity is missing or unusable, it
@@ -49,6 +66,9 @@ type SQSOptions struct {
 // a group fails, the group's later messages are reported failed without
 // being handled, so that the group keeps its order.
 func SQS(exec *client.Executor, name string, opts SQSOptions, handle func(context.Context, events.SQSMessage) error) (func(context.Context, events.SQSEvent) (events.SQSEventResponse, error), error) {
+	if opts.FunctionTimeout > 0 && opts.VisibilityTimeout > 0 && opts.FunctionTimeout >= opts.VisibilityTimeout {
+		return nil, fmt.Errorf("oncelyfunc: %s: FunctionTimeout (%v) is not below the queue's VisibilityTimeout (%v): SQS would deliver a message again while its claim is live; raise the visibility timeout (AWS advises 6 times the function's timeout)", name, opts.FunctionTimeout, opts.VisibilityTimeout)
+	}
 	identity := opts.Identity
 	if len(identity) == 0 {
 		identity = []Key{{Expr: "messageId"}}
@@ -86,11 +106,27 @@ func SQS(exec *client.Executor, name string, opts SQSOptions, handle func(contex
 					slog.String("function", name), slog.String("message_id", m.MessageId), slog.String("outcome", res.Outcome.String()),
 					slog.String("key", res.Key), slog.Any("err", err))
 			}
+			if opts.OnDeadLetter != nil && lastReceive(m, opts.MaxReceiveCount) {
+				if err == nil {
+					err = fmt.Errorf("oncelyfunc: %s: %s", name, res.Outcome)
+				}
+				opts.OnDeadLetter(ctx, m, err)
+			}
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
 			failedGroups[group] = true
 		}
 		return resp, nil
 	}, nil
+}
+
+// lastReceive reports whether a message reported for redelivery will not
+// be delivered again: this was its last receive under the redrive policy
+// (its ApproximateReceiveCount reached maxReceive), so SQS moves it to the
+// dead-letter queue. A message no receive can handle fires it on that
+// receive too, and on no earlier one, so that the hook fires once.
+func lastReceive(m events.SQSMessage, maxReceive int) bool {
+	n, err := strconv.Atoi(m.Attributes["ApproximateReceiveCount"])
+	return maxReceive > 0 && err == nil && n >= maxReceive
 }
 
 // stuck says what an operator must do about a message that redeliveries

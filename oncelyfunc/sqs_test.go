@@ -6,7 +6,9 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,5 +200,126 @@ func TestSQSNoIdentityLogged(t *testing.T) {
 	}
 	if out := logs.String(); !strings.Contains(out, "message_id=m1") || !strings.Contains(out, "dead-letter queue") {
 		t.Errorf("log: %q", out)
+	}
+}
+
+func received(m events.SQSMessage, n int) events.SQSMessage {
+	m.Attributes = map[string]string{"ApproximateReceiveCount": strconv.Itoa(n)}
+	return m
+}
+
+// The queue scenarios on SQS: the same message delivered 5 times runs
+// once and no delivery is reported for redelivery.
+func TestSQSFiveDeliveriesOneEffect(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), &client.Config{NoCounters: true})
+	runs := 0
+	h, err := oncelyfunc.SQS(exec, "orders", oncelyfunc.SQSOptions{}, func(context.Context, events.SQSMessage) error { runs++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 5; i++ {
+		resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{received(msg("m-5", "{}", "", false), i)}})
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Errorf("delivery %d: failures %v, %v; want none (deleted)", i, failures(resp), err)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("handler ran %d times for 5 deliveries, want 1", runs)
+	}
+}
+
+// 8 invocations (8 executors, as 8 Lambda instances, on one ledger)
+// receive the same message at once: one runs it; the others wait for it
+// and delete it, or report it for redelivery while it runs.
+func TestSQSEightConcurrentOneRuns(t *testing.T) {
+	t.Parallel()
+	store := ledgermem.New(nil)
+	var runs atomic.Int32
+	release := make(chan struct{})
+	type result struct {
+		resp events.SQSEventResponse
+		err  error
+	}
+	results := make(chan result, 8)
+	for range 8 {
+		exec := client.New(store, &client.Config{NoCounters: true, Wait: time.Minute})
+		h, err := oncelyfunc.SQS(exec, "orders", oncelyfunc.SQSOptions{}, func(context.Context, events.SQSMessage) error {
+			runs.Add(1)
+			<-release
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{msg("m-8", "{}", "", false)}})
+			results <- result{resp, err}
+		}()
+	}
+	// Release the run once it started; the others wait for it (Wait).
+	deadline := time.Now().Add(30 * time.Second)
+	for runs.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no invocation ran the handler")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range 8 {
+		r := <-results
+		if r.err != nil || len(r.resp.BatchItemFailures) != 0 {
+			t.Errorf("an invocation: failures %v, %v; want none", failures(r.resp), r.err)
+		}
+	}
+	if got := runs.Load(); got != 1 {
+		t.Errorf("handler ran %d times for 8 concurrent invocations, want 1", got)
+	}
+}
+
+// A function timeout not below the visibility timeout is refused when
+// the handler is built, naming both.
+func TestSQSVisibilityTimeoutRefused(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), &client.Config{NoCounters: true})
+	h := func(context.Context, events.SQSMessage) error { return nil }
+	_, err := oncelyfunc.SQS(exec, "orders", oncelyfunc.SQSOptions{FunctionTimeout: time.Minute, VisibilityTimeout: 30 * time.Second}, h)
+	if err == nil || !strings.Contains(err.Error(), "FunctionTimeout (1m0s)") || !strings.Contains(err.Error(), "VisibilityTimeout (30s)") {
+		t.Errorf("function timeout above the visibility timeout: %v; want a refusal naming both", err)
+	}
+	if _, err := oncelyfunc.SQS(exec, "orders2", oncelyfunc.SQSOptions{FunctionTimeout: time.Minute, VisibilityTimeout: 6 * time.Minute}, h); err != nil {
+		t.Errorf("a visibility timeout 6 times the function's: %v", err)
+	}
+}
+
+// A handler that always fails is reported for redelivery on every
+// receive; on the last one (maxReceiveCount) the dead-letter hook fires,
+// once.
+func TestSQSAlwaysFailsDeadLetterOnce(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), &client.Config{NoCounters: true})
+	runs, hooks := 0, 0
+	h, err := oncelyfunc.SQS(exec, "orders", oncelyfunc.SQSOptions{
+		MaxReceiveCount: 3,
+		OnDeadLetter:    func(context.Context, events.SQSMessage, error) { hooks++ },
+		Logger:          slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)),
+	}, func(context.Context, events.SQSMessage) error {
+		runs++
+		return client.Definite(errors.New("downstream refused"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{received(msg("m-fail", "{}", "", false), i)}})
+		if err != nil || !slices.Equal(failures(resp), []string{"m-fail"}) {
+			t.Fatalf("receive %d: failures %v, %v; want [m-fail]", i, failures(resp), err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[i == 3]; hooks != want {
+			t.Errorf("after receive %d the hook fired %d times, want %d", i, hooks, want)
+		}
+	}
+	if runs != 3 {
+		t.Errorf("handler ran %d times, want 3", runs)
 	}
 }
