@@ -235,7 +235,6 @@ func (p *providerFlags) define(f *pflag.FlagSet) {
 	envString(f, &p.keyheaderURL, "keyheader-url", "ONCELY_KEYHEADER_URL", "", "base URL of an IETF Idempotency-Key API")
 }
 
-
 func printResolution(w io.Writer, r resolution, asJSON bool) {
 	if asJSON {
 		_ = json.NewEncoder(w).Encode(map[string]any{"resolution": r})
