@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oncely/oncely/client"
 	"github.com/oncely/oncely/ledger"
@@ -161,7 +162,24 @@ func (c *Console) detail(rec *ledger.Record, now time.Time) detail {
 	return d
 }
 
+// badText says what is wrong with a value a request gives for a ledger's
+// field: text a ledger stores is UTF-8 without NUL bytes (PostgreSQL
+// refuses both), so the console refuses it with a plain message before
+// any query, on every store alike. "" when s is fine.
+func badText(what, s string) string {
+	switch {
+	case !utf8.ValidString(s):
+		return what + " is not valid UTF-8 text"
+	case strings.ContainsRune(s, 0):
+		return what + " contains a NUL byte"
+	}
+	return ""
+}
+
 func (c *Console) load(ctx context.Context, key string) (*ledger.Record, int, error) {
+	if bad := badText("the action key", key); bad != "" {
+		return nil, http.StatusBadRequest, errors.New(bad)
+	}
 	rec, err := c.cfg.Store.Get(ctx, key)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
@@ -210,12 +228,21 @@ func (c *Console) post(h http.HandlerFunc) http.HandlerFunc {
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	key := r.PathValue("key")
+	if bad := badText("the action key", key); bad != "" {
+		c.fail(w, r, http.StatusBadRequest, errors.New(bad))
+		return
+	}
 	verdict := r.PostFormValue("verdict")
 	note := strings.TrimSpace(r.PostFormValue("note"))
 	ref := strings.TrimSpace(r.PostFormValue("ref"))
 	res := ledger.Resolution{By: c.user(r), InFlight: c.cfg.InFlight}
 	var problem string
+	status := http.StatusConflict
 	switch {
+	case badText("the note", note) != "" || badText("the reference", ref) != "":
+		status = http.StatusBadRequest
+		problem = badText("the note", note) + badText("the reference", ref)
+		note, ref = strings.ToValidUTF8(strings.ReplaceAll(note, "\x00", ""), "\uFFFD"), strings.ToValidUTF8(strings.ReplaceAll(ref, "\x00", ""), "\uFFFD")
 	case verdict != "done" && verdict != "failed":
 		problem = "choose mark done or mark failed"
 	case note == "":
@@ -241,14 +268,14 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		}
 		problem = err.Error()
 	}
-	rec, status, err := c.load(ctx, key)
+	rec, code, err := c.load(ctx, key)
 	if err != nil {
-		c.fail(w, r, status, err)
+		c.fail(w, r, code, err)
 		return
 	}
 	d := c.detail(rec, now)
 	d.Error, d.FormNote, d.FormRef = problem, note, ref
-	c.render(w, r, "action", http.StatusConflict, page{Title: "Action " + shortKey(rec.Key), Nav: "action", Now: now, Data: d})
+	c.render(w, r, "action", status, page{Title: "Action " + shortKey(rec.Key), Nav: "action", Now: now, Data: d})
 }
 
 func (c *Console) reconcile(w http.ResponseWriter, r *http.Request) {
@@ -284,7 +311,15 @@ func (c *Console) searchPage(w http.ResponseWriter, r *http.Request) {
 		Prefix: strings.ToLower(strings.TrimSpace(v.Get("key"))), DownstreamKey: strings.TrimSpace(v.Get("dkey")),
 		State: ledger.State(v.Get("state")), After: cursorParam(v)}
 	var bad []string
-	if q.State != "" && !q.State.Valid() {
+	for _, name := range []string{"run", "tool", "key", "dkey", "state", "from", "to"} {
+		if b := badText("the search's "+name, v.Get(name)); b != "" {
+			bad = append(bad, b)
+			v.Set(name, "") // not shown again in the form
+		}
+	}
+	if len(bad) > 0 {
+		q = query{}
+	} else if q.State != "" && !q.State.Valid() {
 		bad = append(bad, "state is pending, done, failed or uncertain")
 	}
 	for _, f := range []struct {

@@ -170,3 +170,57 @@ func TestConsoleReadOnly(t *testing.T) {
 		t.Errorf("POST to a read-only console: %d", code)
 	}
 }
+
+// testBadText sends text no ledger field can hold (invalid UTF-8, a NUL
+// byte) in every search field, an action key and a resolution's note:
+// each is refused with 400 and a plain message, before any query, and
+// nothing is written.
+func testBadText(t *testing.T, raw string) {
+	t.Helper()
+	base := startConsole(t, nil, "--ledger", raw)
+	check := func(what string, code int, page, want string) {
+		t.Helper()
+		if code != http.StatusBadRequest || !strings.Contains(page, want) ||
+			strings.Contains(page, "SQLSTATE") || strings.Contains(page, "unavailable") {
+			t.Errorf("%s: %d, want 400 saying %q:\n%s", what, code, want, page)
+		}
+	}
+	for _, field := range []string{"run", "tool", "key", "dkey", "state", "from", "to"} {
+		code, page := fetch(t, http.MethodGet, base+"/search?"+field+"=a%00b", nil)
+		check("search "+field+" with NUL", code, page, "contains a NUL byte")
+		code, page = fetch(t, http.MethodGet, base+"/search?"+field+"=a%FFb", nil)
+		check("search "+field+" with invalid UTF-8", code, page, "not valid UTF-8")
+	}
+	code, page := fetch(t, http.MethodGet, base+"/action/k-uncertain%00", nil)
+	check("action key with NUL", code, page, "contains a NUL byte")
+	code, page = fetch(t, http.MethodGet, base+"/action/k-%C3%28", nil)
+	check("action key with invalid UTF-8", code, page, "not valid UTF-8")
+	_, page = fetch(t, http.MethodGet, base+"/action/k-uncertain", nil)
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no form on the action page:\n%s", page)
+	}
+	code, page = fetch(t, http.MethodPost, base+"/action/k-uncertain/resolve",
+		url.Values{"csrf": {m[1]}, "verdict": {"done"}, "note": {"checked\x00 at the provider"}})
+	check("a note with NUL", code, page, "contains a NUL byte")
+	code, page = fetch(t, http.MethodPost, base+"/action/k-uncertain%FF/resolve",
+		url.Values{"csrf": {m[1]}, "verdict": {"done"}, "note": {"checked"}})
+	check("resolving a key with invalid UTF-8", code, page, "not valid UTF-8")
+	rec := decodeJSON[recordJSON](t, runCLI(t, nil, "ledger", "show", "k-uncertain", "--ledger", raw, "--json").wantOK(t).stdout)
+	if rec.State != ledger.StateUncertain {
+		t.Errorf("the refused resolution changed the record: %+v", rec)
+	}
+}
+
+func TestConsoleBadTextSQLite(t *testing.T) {
+	t.Parallel()
+	testBadText(t, newSQLiteLedger(t))
+}
+
+func TestConsoleBadTextPostgres(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, pgtest.Pool(t))
+	raw := pgURL(t, "schema="+schema+"&table=ledger")
+	seedURL(t, raw)
+	testBadText(t, raw)
+}
