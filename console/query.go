@@ -72,13 +72,6 @@ func reserved(r *ledger.Record) bool {
 	return r.Tool == reconcile.CursorTool || r.Tool == ledger.CountersRun
 }
 
-// runsIndexed reports whether s lists one run's records from an index
-// (ledgerpg.Store.RunsIndexed; stores that do not say are taken to).
-func runsIndexed(s ledger.Store) bool {
-	ri, ok := s.(interface{ RunsIndexed() bool })
-	return !ok || ri.RunsIndexed()
-}
-
 // conclusion says when the reconciler can settle rec on its own: from
 // SentBy (the record's lease end) plus the in-flight bound, plus the
 // index lag of a provider whose lookups are eventually consistent. ok is
@@ -173,7 +166,7 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 	// listing is served by the index of that state, and a run, a tool and
 	// a key prefix are filtered here, a bounded number of records a page.
 	var res searchResult
-	byRun := q.Run != "" && runsIndexed(s)
+	byRun := q.Run != "" && ledger.RunsIndexed(s)
 	res.RunScan = q.Run != "" && !byRun
 	var filters []ledger.Filter
 	switch {

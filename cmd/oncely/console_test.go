@@ -121,6 +121,13 @@ func TestConsolePostgres(t *testing.T) {
 	raw := pgURL(t, "schema="+schema+"&table=ledger")
 	seedURL(t, raw)
 	testConsoleOn(t, raw, nil)
+	// The ledger opened by URL keeps no index of runs (no RunIndex): the
+	// search by run says it reads records by time, and finds them.
+	base := startConsole(t, nil, "--ledger", raw)
+	code, page := fetch(t, http.MethodGet, base+"/search?run=run-a", nil)
+	if code != http.StatusOK || !strings.Contains(page, "keeps no index of runs") || !strings.Contains(page, `data-key="k-done"`) {
+		t.Errorf("search by run on PostgreSQL without a run index: %d\n%s", code, page)
+	}
 }
 
 func TestConsoleRedis(t *testing.T) {
