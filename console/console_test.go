@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -394,6 +395,33 @@ func TestUserHeader(t *testing.T) {
 	}
 }
 
+// The user header is believed only from the trusted proxies' addresses:
+// from any other, a forged header is refused, whatever it names.
+func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
+	hdr := []string{"X-Forwarded-User", "admin"}
+	for _, tc := range []struct {
+		proxies []netip.Prefix
+		want    int
+	}{
+		{nil, http.StatusOK}, // the default: loopback, where the test's requests come from
+		{[]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, http.StatusOK},
+		{[]netip.Prefix{netip.MustParsePrefix("10.0.0.5/32")}, http.StatusForbidden},
+		{[]netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("::1/128")}, http.StatusForbidden},
+	} {
+		f := newFixture(t, Config{UserHeader: "X-Forwarded-User", TrustedProxies: tc.proxies})
+		if code, body := f.get("/", hdr...); code != tc.want {
+			t.Errorf("proxies %v, a request from 127.0.0.1 naming admin: %d, want %d\n%s", tc.proxies, code, tc.want, body)
+		}
+	}
+	f := newFixture(t, Config{UserHeader: "X-Forwarded-User", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32")}})
+	k := key("0c1")
+	code, _ := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.c.csrf(httptest.NewRequest("GET", "/", nil))}, "verdict": {"done"}, "note": {"forged"}}, hdr...)
+	if code != http.StatusForbidden || f.record(k).State != ledger.StateUncertain {
+		t.Errorf("a forged resolution from an untrusted address: %d, record %s", code, f.record(k).State)
+	}
+}
+
 // Without a token the console answers only to loopback host names, so a
 // page on another site cannot reach it through DNS rebinding.
 func TestLoopbackHostOnly(t *testing.T) {
@@ -418,7 +446,10 @@ func TestCheckListen(t *testing.T) {
 		{":8080", Config{}, false},
 		{"10.1.2.3:8080", Config{}, false},
 		{"0.0.0.0:8080", Config{Token: "t"}, true},
-		{"0.0.0.0:8080", Config{UserHeader: "X-Forwarded-User"}, true},
+		{"0.0.0.0:8080", Config{UserHeader: "X-Forwarded-User"}, false},
+		{"0.0.0.0:8080", Config{UserHeader: "X-Forwarded-User", Token: "t"}, false},
+		{"0.0.0.0:8080", Config{UserHeader: "X-Forwarded-User", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32")}}, true},
+		{"127.0.0.1:8080", Config{UserHeader: "X-Forwarded-User"}, true},
 		{"nonsense", Config{Token: "t"}, false},
 	} {
 		if err := CheckListen(tc.addr, &tc.cfg); (err == nil) != tc.ok {

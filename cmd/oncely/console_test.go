@@ -231,3 +231,36 @@ func TestConsoleBadTextPostgres(t *testing.T) {
 	seedURL(t, raw)
 	testBadText(t, raw)
 }
+
+// --user-header beyond loopback needs --trusted-proxy; the header is then
+// believed only from those addresses: a forged one from elsewhere is
+// refused and records nothing.
+func TestConsoleUserHeaderNeedsTrustedProxy(t *testing.T) {
+	t.Parallel()
+	raw := newSQLiteLedger(t)
+	runCLI(t, nil, "console", "--ledger", raw, "--listen", "0.0.0.0:0", "--user-header", "X-Forwarded-User").
+		wantError(t, exitUsage, "--trusted-proxy")
+	runCLI(t, nil, "console", "--ledger", raw, "--listen", "0.0.0.0:0", "--user-header", "X-Forwarded-User", "--trusted-proxy", "not-an-ip").
+		wantError(t, exitUsage, "--trusted-proxy")
+	for _, tc := range []struct {
+		proxy string
+		want  int
+	}{{"10.0.0.5", http.StatusForbidden}, {"127.0.0.0/8", http.StatusOK}} {
+		p := start(t, nil, "console", "--ledger", raw, "--listen", "0.0.0.0:0", "--user-header", "X-Forwarded-User", "--trusted-proxy", tc.proxy)
+		base := strings.Replace(strings.TrimSpace(p.line(t)), "0.0.0.0", "127.0.0.1", 1)
+		base = strings.Replace(base, "[::]", "127.0.0.1", 1)
+		req, err := http.NewRequest(http.MethodGet, base, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-User", "admin")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("--trusted-proxy %s, a request from 127.0.0.1 naming admin: %d, want %d", tc.proxy, resp.StatusCode, tc.want)
+		}
+	}
+}
