@@ -412,6 +412,17 @@ func (h *Handler) checkProps(t *objectType, typ string, props map[string]string)
 
 // conflict reports a unique value of props held by a record other than
 // self.
+// conflictResp is HubSpot's 409 when another record of type typ holds a
+// unique value: for contacts (their email) HubSpot's own text, "Contact
+// already exists. Existing ID: N", which clients parse for the id.
+func (h *Handler) conflictResp(typ, name string, other *Record) fault.Response {
+	msg := fmt.Sprintf("%s already has that value. Existing ID: %s", name, other.ID)
+	if typ == "contacts" {
+		msg = "Contact already exists. Existing ID: " + other.ID
+	}
+	return h.errorResp(http.StatusConflict, "CONFLICT", msg, nil)
+}
+
 func conflict(t *objectType, props map[string]string, self *Record) (string, *Record) {
 	for name, idx := range t.unique {
 		if v := props[name]; v != "" {
@@ -495,7 +506,7 @@ func (h *Handler) create(r *http.Request, t *objectType, body []byte) fault.Resp
 		return resp
 	}
 	if name, other := conflict(t, in.Properties, nil); other != nil {
-		return h.errorResp(http.StatusConflict, "CONFLICT", fmt.Sprintf("%s already has that value. Existing ID: %s", name, other.ID), nil)
+		return h.conflictResp(r.PathValue("type"), name, other)
 	}
 	now := h.now()
 	rec := h.newRecord(t, typ, now)
@@ -559,7 +570,7 @@ func (h *Handler) upsert(r *http.Request, t *objectType, body []byte) fault.Resp
 		props[x.IDProperty] = x.ID
 		self := t.unique[x.IDProperty][x.ID]
 		if name, other := conflict(t, props, self); other != nil {
-			return h.errorResp(http.StatusConflict, "CONFLICT", fmt.Sprintf("%s already has that value. Existing ID: %s", name, other.ID), nil)
+			return h.conflictResp(r.PathValue("type"), name, other)
 		}
 	}
 	started := h.now()
@@ -677,7 +688,7 @@ func (h *Handler) patch(r *http.Request, t *objectType, body []byte) fault.Respo
 		return resp
 	}
 	if name, other := conflict(t, in.Properties, rec); other != nil {
-		return h.errorResp(http.StatusConflict, "CONFLICT", fmt.Sprintf("%s already has that value. Existing ID: %s", name, other.ID), nil)
+		return h.conflictResp(r.PathValue("type"), name, other)
 	}
 	now := h.now()
 	if write(t, rec, in.Properties, now) {
