@@ -268,7 +268,8 @@ func TestResolveFailedRefusedWhileInFlight(t *testing.T) {
 	}
 	form := url.Values{"csrf": {f.csrf(k)}, "verdict": {"failed"}, "note": {"no refund at the provider"}}
 	code, body := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve", form)
-	if code != http.StatusConflict || !strings.Contains(body, "too early") || !strings.Contains(body, "2026-03-01T12:30:00Z") {
+	if code != http.StatusConflict || !strings.Contains(body, "not yet") || !strings.Contains(body, "2026-03-01T12:30:00Z") ||
+		strings.Contains(body, "force it") || !strings.Contains(body, "mark it done") || !strings.Contains(body, `data-enable-in="1800000"`) {
 		t.Errorf("early failure: %d\n%s", code, body)
 	}
 	if r := f.record(k); r.State != ledger.StateUncertain {
@@ -565,8 +566,8 @@ func TestReconcileNow(t *testing.T) {
 	if _, page := f.get("/action/" + k2); strings.Contains(page, `id="reconcile"`) {
 		t.Error("reconcile now offered without a reconciler")
 	}
-	code, _ = f.do(f.client(), http.MethodPost, "/action/"+k2+"/reconcile", url.Values{"csrf": {f.csrf(k2)}})
-	if code != http.StatusSeeOther {
+	code, body := f.do(f.client(), http.MethodPost, "/action/"+k2+"/reconcile", url.Values{"csrf": {f.csrf(k2)}})
+	if code != http.StatusConflict || !strings.Contains(body, "no reconciler is configured for tool send_reply") {
 		t.Errorf("reconcile without adapter: %d", code)
 	}
 	if r := f.record(k2); r.State != ledger.StatePending {
@@ -640,7 +641,7 @@ func TestOverviewRates(t *testing.T) {
 		t.Fatalf("%d\n%s", code, body)
 	}
 	row := regexp.MustCompile(`(?s)<tr data-tool="refund_order">(.*?)</tr>`).FindStringSubmatch(body)
-	want := `<td>refund_order</td><td class="executed">3</td><td class="replayed">4</td><td class="merged">0</td>` +
+	want := `<td class="name" title="refund_order">refund_order</td><td class="executed">3</td><td class="replayed">4</td><td class="merged">0</td>` +
 		`<td class="replay-rate">57.1%</td><td class="reconciled">1</td><td class="hand">1</td><td class="reconcile-rate">50.0%</td>`
 	if row == nil || row[1] != want {
 		t.Errorf("rates of refund_order: %v, want %s\n%s", row, want, body)
@@ -710,5 +711,51 @@ func TestOverviewCountsActionsAmongCounters(t *testing.T) {
 	}
 	if !strings.Contains(body, `<td class="replayed">200</td>`) || !strings.Contains(body, "the counts are at least") {
 		t.Errorf("the rates do not show a sample of 100 replays from each of two bars:\n%s", body)
+	}
+}
+
+// Only the console's own message codes render as a status message: a
+// link with any other text makes the page say nothing it did not do.
+func TestStatusMessagesOnlyByCode(t *testing.T) {
+	f := newFixture(t, Config{})
+	k := key("0c1")
+	for _, q := range []string{"Refund+confirmed+by+the+bank", "marked+done+by+alice", "%3Cb%3Ex%3C%2Fb%3E"} {
+		if _, page := f.get("/action/" + k + "?done=" + q); strings.Contains(page, `id="message"`) {
+			t.Errorf("?done=%s renders a message:\n%s", q, page)
+		}
+	}
+	code, _ := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.csrf(k)}, "verdict": {"done"}, "note": {"seen at the provider"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("resolve: %d", code)
+	}
+	if _, page := f.get("/action/" + k + "?done=marked-done"); !strings.Contains(page, `<p class="message" id="message">marked done by operator</p>`) {
+		t.Errorf("the resolution's message:\n%s", page)
+	}
+}
+
+// A note longer than the ledger keeps is refused with a clear message,
+// the typed note kept in the form, nothing written; one at the limit is
+// kept whole.
+func TestLongNoteRefused(t *testing.T) {
+	f := newFixture(t, Config{})
+	k := key("0c1")
+	long := strings.Repeat("n", 60_000)
+	for _, verdict := range []string{"done", "failed"} {
+		code, page := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+			url.Values{"csrf": {f.csrf(k)}, "verdict": {verdict}, "ref": {map[string]string{"done": "re_1"}[verdict]}, "note": {long}})
+		if code != http.StatusBadRequest || !strings.Contains(page, "the note is 60000 bytes; the ledger keeps at most") ||
+			!strings.Contains(page, "nothing was saved") || !strings.Contains(page, long) {
+			t.Errorf("mark %s with a 60 kB note: %d\n%.2000s", verdict, code, page)
+		}
+		if r := f.record(k); r.State != ledger.StateUncertain {
+			t.Fatalf("the refused note changed the record: %+v", r)
+		}
+	}
+	note := strings.Repeat("m", ledger.MaxSummaryBytes-len("re_1: "))
+	code, _ := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.csrf(k)}, "verdict": {"done"}, "ref": {"re_1"}, "note": {note}})
+	if r := f.record(k); code != http.StatusSeeOther || r.Summary != "re_1: "+note {
+		t.Errorf("a note at the limit: %d, summary of %d bytes", code, len(r.Summary))
 	}
 }

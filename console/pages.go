@@ -200,8 +200,36 @@ func (c *Console) actionPage(w http.ResponseWriter, r *http.Request) {
 	}
 	now := c.cfg.Clock.Now()
 	d := c.detail(rec, now)
-	d.Message = r.URL.Query().Get("done")
+	d.Message = message(r.URL.Query().Get("done"), rec)
 	c.render(w, r, "action", http.StatusOK, page{Title: "Action " + shortKey(rec.Key), Nav: "action", Now: now, Data: d})
+}
+
+// Status messages the action page shows after an action, by the code its
+// redirect carries (?done=CODE). Only these render: a link cannot make
+// the page say anything else.
+var messages = map[string]string{
+	"reconciled-done":   "reconciled: the provider has the effect; the action is done",
+	"reconciled-failed": "reconciled: the provider has no such effect and no request can still create it; the action is failed",
+	"reconcile-nothing": "reconcile: nothing to reconcile (the action is not uncertain, nor pending with a lapsed lease)",
+	"reconcile-skipped": "reconcile: someone else was acting on the record; look again",
+	"reconcile-pending": "reconciled: the provider's answer is not conclusive yet; the action stays as it was",
+	"marked-done":       "marked done",
+	"marked-failed":     "marked failed",
+}
+
+// message is the status message of code for rec ("" for an unknown code):
+// a resolution's message names who resolved it, from the record itself.
+func message(code string, rec *ledger.Record) string {
+	m, ok := messages[code]
+	if !ok {
+		return ""
+	}
+	if strings.HasPrefix(code, "marked-") {
+		if by := rec.ResolvedBy(); by != "" {
+			m += " by " + by
+		}
+	}
+	return m
 }
 
 // post wraps a state-changing handler: refused in read-only mode and
@@ -223,6 +251,31 @@ func (c *Console) post(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// noteLimit is the longest note (in bytes) the ledger keeps whole: a done
+// action's summary is "REF: NOTE" (MaxSummaryBytes), a failed one's reason
+// byHand+NOTE (MaxReasonBytes).
+func noteLimit(verdict, ref string) int {
+	if verdict == "failed" {
+		return ledger.MaxReasonBytes - len(byHand)
+	}
+	if ref == "" {
+		return ledger.MaxSummaryBytes
+	}
+	return ledger.MaxSummaryBytes - len(ref) - len(": ")
+}
+
+// byHand begins the reason of an action marked failed from the console.
+const byHand = "resolved by hand: "
+
+// tooEarly is the refusal of a failure before FailableAt: what the
+// operator can do, from the console and beyond it.
+func tooEarly(key string, at time.Time) string {
+	return "not yet: a request sent before the lease end may still commit at the provider until " + at.UTC().Format(time.RFC3339) + ", " +
+		"so marking it failed now could make the next call act twice. If the provider has the effect, mark it done with its reference; " +
+		"if it has none, wait until then: the Mark failed button enables itself. " +
+		"Only if the provider itself confirmed the request will never take effect: oncely ledger resolve " + key + " --failed --force --reason TEXT settles it now."
 }
 
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
@@ -247,6 +300,13 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		problem = "choose mark done or mark failed"
 	case note == "":
 		problem = "a note is required: say what you checked at the provider"
+	case len(ref) > ledger.MaxRefBytes:
+		status = http.StatusBadRequest
+		problem = fmt.Sprintf("the provider's reference is %d bytes; the ledger keeps at most %d: shorten it", len(ref), ledger.MaxRefBytes)
+	case len(note) > noteLimit(verdict, ref):
+		status = http.StatusBadRequest
+		problem = fmt.Sprintf("the note is %d bytes; the ledger keeps at most %d here, and would cut the rest: shorten it (nothing was saved)",
+			len(note), noteLimit(verdict, ref))
 	case verdict == "done":
 		res.Done, res.Ref = true, ref
 		res.Summary = note
@@ -257,16 +317,21 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		if ref != "" {
 			problem = "a provider's reference goes with mark done"
 		}
-		res.Reason = "resolved by hand: " + note
+		res.Reason = byHand + note
 	}
 	now := c.cfg.Clock.Now()
+	early := false
 	if problem == "" {
 		_, err := ledger.Resolve(ctx, c.cfg.Store, key, res, now)
-		if err == nil {
-			http.Redirect(w, r, "/action/"+pathKey(key)+"?done="+url.QueryEscape("marked "+verdict+" by "+res.By), http.StatusSeeOther)
+		switch {
+		case err == nil:
+			http.Redirect(w, r, "/action/"+pathKey(key)+"?done=marked-"+verdict, http.StatusSeeOther)
 			return
+		case errors.Is(err, ledger.ErrTooEarly):
+			early = true
+		default:
+			problem = err.Error()
 		}
-		problem = err.Error()
 	}
 	rec, code, err := c.load(ctx, key)
 	if err != nil {
@@ -274,6 +339,9 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := c.detail(rec, now)
+	if early {
+		problem = tooEarly(key, ledger.FailableAt(rec, c.cfg.InFlight))
+	}
 	d.Error, d.FormNote, d.FormRef = problem, note, ref
 	c.render(w, r, "action", status, page{Title: "Action " + shortKey(rec.Key), Nav: "action", Now: now, Data: d})
 }
@@ -287,22 +355,30 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := c.reconcileNow(ctx, rec)
-	var msg string
+	var code string
 	switch {
 	case err != nil:
-		msg = "reconcile: " + err.Error()
+		status := http.StatusBadGateway // the provider or the ledger failed
+		if a := c.cfg.Adapters[rec.Tool]; a == nil {
+			status = http.StatusConflict
+		}
+		now := c.cfg.Clock.Now()
+		d := c.detail(rec, now)
+		d.Error = "reconcile: " + err.Error()
+		c.render(w, r, "action", status, page{Title: "Action " + shortKey(rec.Key), Nav: "action", Now: now, Data: d})
+		return
 	case rep.Examined == 0:
-		msg = "reconcile: nothing to reconcile (the record is " + string(rec.State) + ")"
+		code = "reconcile-nothing"
 	case rep.Done > 0:
-		msg = "reconciled: the provider has the effect; the action is done"
+		code = "reconciled-done"
 	case rep.Failed > 0:
-		msg = "reconciled: the provider has no such effect and no request can still create it; the action is failed"
+		code = "reconciled-failed"
 	case rep.Skipped > 0:
-		msg = "reconcile: someone else was acting on the record; look again"
+		code = "reconcile-skipped"
 	default:
-		msg = "reconciled: the provider's answer is not conclusive yet; the action stays " + string(rec.State)
+		code = "reconcile-pending"
 	}
-	http.Redirect(w, r, "/action/"+pathKey(key)+"?done="+url.QueryEscape(msg), http.StatusSeeOther)
+	http.Redirect(w, r, "/action/"+pathKey(key)+"?done="+code, http.StatusSeeOther)
 }
 
 func (c *Console) searchPage(w http.ResponseWriter, r *http.Request) {
