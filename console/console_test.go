@@ -759,3 +759,112 @@ func TestLongNoteRefused(t *testing.T) {
 		t.Errorf("a note at the limit: %d, summary of %d bytes", code, len(r.Summary))
 	}
 }
+
+// linked is an adapter that knows the provider's page of an effect.
+type linked struct{ lookup }
+
+func (linked) Link(ref, dk string) string {
+	if ref == "" {
+		return "https://provider.example/search?q=" + url.QueryEscape(dk)
+	}
+	return "https://provider.example/objects/" + url.PathEscape(ref)
+}
+
+// The attention list filters by tool, run and state, and sorts oldest
+// first (the default, paged), newest first or by tool.
+func TestAttentionFilterAndSort(t *testing.T) {
+	f := newFixture(t, Config{})
+	for _, tc := range []struct {
+		q    string
+		want []string
+	}{
+		{"", []string{"ab0", "0c1"}},
+		{"?sort=newest", []string{"0c1", "ab0"}},
+		{"?sort=tool", []string{"0c1", "ab0"}}, // refund_order before send_reply
+		{"?tool=refund_order", []string{"0c1"}},
+		{"?tool=send_reply&sort=newest", []string{"ab0"}},
+		{"?state=lapsed", []string{"ab0"}},
+		{"?state=uncertain", []string{"0c1"}},
+		{"?run=run-b&state=uncertain", []string{"0c1"}},
+		{"?run=run-a", nil},
+	} {
+		code, body := f.get("/" + tc.q)
+		if got := keysIn(body); code != http.StatusOK || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("GET /%s: %d %v, want %v", tc.q, code, got, tc.want)
+		}
+	}
+	for _, q := range []string{"?sort=random", "?state=done", "?tool=a%00b"} {
+		if code, _ := f.get("/" + q); code != http.StatusBadRequest {
+			t.Errorf("GET /%s: %d, want 400", q, code)
+		}
+	}
+}
+
+// The resolutions page lists who settled what by hand, when, with the
+// note and what it changed; actions settled by oncely are not listed.
+func TestResolutionsPage(t *testing.T) {
+	f := newFixture(t, Config{UserHeader: "X-Forwarded-User", Adapters: map[string]providers.Adapter{"refund_order": linked{}}})
+	hdr := []string{"X-Forwarded-User", "alice"}
+	k := key("0c1")
+	code, _ := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.csrf(k, hdr...)}, "verdict": {"done"}, "ref": {"re_77"}, "note": {"refund re_77 is in the dashboard"}}, hdr...)
+	if code != http.StatusSeeOther {
+		t.Fatalf("resolve: %d", code)
+	}
+	f.clk.Advance(time.Hour) // the lapsed record may be marked failed
+	hdr = []string{"X-Forwarded-User", "bob"}
+	k2 := key("ab0")
+	code, _ = f.do(f.client(), http.MethodPost, "/action/"+k2+"/resolve",
+		url.Values{"csrf": {f.csrf(k2, hdr...)}, "verdict": {"failed"}, "note": {"no reply was sent"}}, hdr...)
+	if code != http.StatusSeeOther {
+		t.Fatalf("resolve failed: %d", code)
+	}
+	code, body := f.get("/resolutions", hdr...)
+	rows := regexp.MustCompile(`(?s)<tr data-key="([0-9a-f]+)">(.*?)</tr>`).FindAllStringSubmatch(body, -1)
+	if code != http.StatusOK || len(rows) != 2 || rows[0][1] != k || rows[1][1] != k2 {
+		t.Fatalf("resolutions: %d %d rows\n%s", code, len(rows), body)
+	}
+	for i, want := range [][]string{
+		{`<td class="by">alice</td>`, `refund re_77 is in the dashboard</td>`, "settled done, provider&#39;s reference re_77", `href="https://provider.example/objects/re_77"`},
+		{`<td class="by">bob</td>`, `>no reply was sent</td>`, "settled failed: the next call of the action acts again, as attempt 3"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rows[i][2], w) {
+				t.Errorf("resolution %d lacks %s:\n%s", i, w, rows[i][2])
+			}
+		}
+	}
+	if strings.Contains(body, key("d0e")) {
+		t.Error("an action settled by oncely is listed among the resolutions")
+	}
+}
+
+// An action's page has the timeline of its latest attempt, and a link to
+// the provider's page where the tool's adapter knows one.
+func TestActionTimelineAndLink(t *testing.T) {
+	f := newFixture(t, Config{InFlight: time.Minute, Adapters: map[string]providers.Adapter{"refund_order": linked{}}})
+	k := key("0c1") // claimed at 11:30, settled uncertain right after
+	_, body := f.get("/action/" + k)
+	tl := regexp.MustCompile(`(?s)<table class="timeline" id="timeline">(.*?)</table>`).FindStringSubmatch(body)
+	if tl == nil {
+		t.Fatalf("no timeline:\n%s", body)
+	}
+	var whats []string
+	for _, m := range regexp.MustCompile(`<td class="what">([^<]*)</td>`).FindAllStringSubmatch(tl[1], -1) {
+		whats = append(whats, m[1])
+	}
+	want := []string{"attempt 1 claimed", "settled uncertain: the provider may or may not have the effect",
+		"a reconciler can conclude on its own", "mark failed allowed", "record expires"}
+	if strings.Join(whats, "|") != strings.Join(want, "|") {
+		t.Errorf("timeline %q, want %q", whats, want)
+	}
+	if !strings.Contains(tl[1], "owner owner-0c1") || !strings.Contains(tl[1], "timeout after the request was sent") {
+		t.Errorf("the timeline does not say who or why:\n%s", tl[1])
+	}
+	if !strings.Contains(body, `id="provider-link" href="https://provider.example/search?q=`+k+`"`) {
+		t.Errorf("no link to the provider:\n%s", body)
+	}
+	if _, body := f.get("/action/" + key("ab0")); strings.Contains(body, "provider-link") {
+		t.Error("a link for a tool whose adapter knows none")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/oncely/oncely/client"
 	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/providers"
 )
 
 func (c *Console) routes() {
@@ -23,6 +25,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /action/{key}", c.actionPage)
 	m.HandleFunc("GET /search", c.searchPage)
 	m.HandleFunc("GET /overview", c.overviewPage)
+	m.HandleFunc("GET /resolutions", c.resolutionsPage)
 	m.HandleFunc("POST /action/{key}/resolve", c.post(c.resolve))
 	m.HandleFunc("POST /action/{key}/reconcile", c.post(c.reconcile))
 }
@@ -92,6 +95,7 @@ func withCursor(v url.Values, c ledger.Cursor) string {
 type row struct {
 	ledger.Record
 	DownstreamKey string
+	Link          string // the provider's page of the effect, "" when its adapter knows none
 	Conclude      time.Time // when the reconciler can conclude on its own
 	Lag           time.Duration
 	HasReconciler bool
@@ -100,8 +104,14 @@ type row struct {
 
 func (c *Console) row(r *ledger.Record, now time.Time) row {
 	at, lag, ok := c.conclusion(r)
-	return row{Record: *r, DownstreamKey: client.DownstreamKey(r.Key, r.Attempt), Conclude: at, Lag: lag, HasReconciler: ok,
+	out := row{Record: *r, DownstreamKey: client.DownstreamKey(r.Key, r.Attempt), Conclude: at, Lag: lag, HasReconciler: ok,
 		Lapsed: r.State == ledger.StatePending && r.LeaseExpired(now)}
+	if l, isLinker := c.cfg.Adapters[r.Tool].(providers.Linker); isLinker {
+		if u := l.Link(r.Ref, out.DownstreamKey); strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") {
+			out.Link = u
+		}
+	}
+	return out
 }
 
 type listData struct {
@@ -111,24 +121,129 @@ type listData struct {
 	Form  url.Values
 	Note  string
 	Exact bool
+	Sorts []string
+	Tools []string // the tools with a reconciler, for the filter's suggestions
 }
 
 func (c *Console) attentionPage(w http.ResponseWriter, r *http.Request) {
 	now := c.cfg.Clock.Now()
-	recs, more, err := c.attention(r.Context(), cursorParam(r.URL.Query()), now)
+	v := r.URL.Query()
+	o := attentionOpts{Tool: strings.TrimSpace(v.Get("tool")), Run: strings.TrimSpace(v.Get("run")), State: v.Get("state"), Sort: v.Get("sort")}
+	d := listData{Form: v, Sorts: []string{"oldest", "newest", "tool"}}
+	for name := range c.cfg.Adapters {
+		d.Tools = append(d.Tools, name)
+	}
+	slices.Sort(d.Tools)
+	var bad []string
+	for _, name := range []string{"tool", "run", "state", "sort"} {
+		if b := badText("the filter's "+name, v.Get(name)); b != "" {
+			bad = append(bad, b)
+		}
+	}
+	if o.State != "" && o.State != "uncertain" && o.State != "lapsed" {
+		bad = append(bad, "state is uncertain or lapsed")
+	}
+	if o.Sort != "" && !slices.Contains(d.Sorts, o.Sort) {
+		bad = append(bad, "sort is oldest, newest or tool")
+	}
+	if len(bad) > 0 {
+		d.Form = url.Values{}
+		d.Note = strings.Join(bad, "; ")
+		c.render(w, r, "attention", http.StatusBadRequest, page{Title: "Needs attention", Nav: "attention", Now: now, Data: d})
+		return
+	}
+	res, err := c.attention(r.Context(), o, cursorParam(v), now)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
-	d := listData{}
-	for i := range recs {
-		d.Rows = append(d.Rows, c.row(&recs[i], now))
+	for i := range res.Records {
+		d.Rows = append(d.Rows, c.row(&res.Records[i], now))
 	}
-	if more {
-		d.Next = withCursor(r.URL.Query(), ledger.CursorOf(&recs[len(recs)-1]))
+	if !res.Next.IsZero() {
+		d.Next = withCursor(v, res.Next)
 	}
+	d.Note = res.Note
 	c.render(w, r, "attention", http.StatusOK, page{Title: "Needs attention", Nav: "attention", Now: now,
 		Refresh: int(c.cfg.Refresh.Milliseconds()), Data: d})
+}
+
+// resolution is a record settled by hand, as the resolutions page lists it.
+type resolution struct {
+	row
+	By     string
+	Note   string
+	Change string
+}
+
+// resolutionsData is the resolutions page's data.
+type resolutionsData struct {
+	Rows []resolution
+	Next string
+	Form url.Values
+	Note string
+	From time.Time
+}
+
+// resolutionsPage lists the actions settled by hand (who, when, the note,
+// what it changed), oldest first from ?from (default: the last 7 days),
+// read from the done and failed listings a bounded number at a time.
+func (c *Console) resolutionsPage(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	now := c.cfg.Clock.Now()
+	q := query{Resolved: true, After: cursorParam(v), From: now.Add(-7 * 24 * time.Hour)}
+	d := resolutionsData{Form: v}
+	var bad []string
+	for _, f := range []struct {
+		name string
+		t    *time.Time
+	}{{"from", &q.From}, {"to", &q.To}} {
+		s := v.Get(f.name)
+		if b := badText("the "+f.name+" time", s); b != "" {
+			bad = append(bad, b)
+			continue
+		}
+		if s != "" {
+			t, err := parseTime(s)
+			if err != nil {
+				bad = append(bad, f.name+": "+err.Error())
+			}
+			*f.t = t
+		}
+	}
+	d.From = q.From
+	if len(bad) > 0 {
+		d.Form, d.Note = url.Values{}, strings.Join(bad, "; ")
+		c.render(w, r, "resolutions", http.StatusBadRequest, page{Title: "Resolutions", Nav: "resolutions", Now: now, Data: d})
+		return
+	}
+	res, err := c.search(r.Context(), q, now)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, err)
+		return
+	}
+	for i := range res.Records {
+		rec := &res.Records[i]
+		x := resolution{row: c.row(rec, now), By: rec.ResolvedBy()}
+		if rec.State == ledger.StateDone {
+			x.Note = strings.TrimPrefix(rec.Summary, rec.Ref+": ")
+			x.Change = "settled done"
+			if rec.Ref != "" {
+				x.Change += ", provider's reference " + rec.Ref
+			}
+		} else {
+			x.Note = strings.TrimPrefix(rec.Reason, byHand)
+			x.Change = fmt.Sprintf("settled failed: the next call of the action acts again, as attempt %d", rec.Attempt+1)
+		}
+		d.Rows = append(d.Rows, x)
+	}
+	if !res.Next.IsZero() {
+		d.Next = withCursor(v, res.Next)
+		if len(res.Records) < pageSize {
+			d.Note = fmt.Sprintf("read %d settled records without filling the page; the next page reads on", res.Scanned)
+		}
+	}
+	c.render(w, r, "resolutions", http.StatusOK, page{Title: "Resolutions", Nav: "resolutions", Now: now, Data: d})
 }
 
 // detail is the action page's data.
@@ -145,6 +260,82 @@ type detail struct {
 	FormRef    string
 	InFlight   time.Duration
 	ResultText string
+	Timeline   []event
+}
+
+// event is a moment of an action's latest attempt, as its record tells it.
+type event struct {
+	At     time.Time
+	What   string
+	Who    string
+	Detail string
+	Future bool
+}
+
+// timeline is what the record tells of its latest attempt, in time order:
+// its claim, its lease or its settling (by whom, why), when a reconciler
+// can conclude and when it may be marked failed, and when it expires. The
+// ledger keeps one record an action, its latest attempt: earlier attempts
+// leave no trace but the attempt number.
+func (c *Console) timeline(d *detail, now time.Time) []event {
+	rec := &d.Record
+	who := ownerName(rec.Owner)
+	ev := []event{{At: rec.AttemptAt, What: fmt.Sprintf("attempt %d claimed", rec.Attempt), Who: who,
+		Detail: "downstream key " + d.DownstreamKey}}
+	switch rec.State {
+	case ledger.StatePending:
+		what := "lease ends: its owner may act until then"
+		if d.Lapsed {
+			what = "lease ran out: its owner stopped without settling"
+		}
+		ev = append(ev, event{At: rec.LeaseUntil, What: what, Who: who})
+	case ledger.StateUncertain:
+		ev = append(ev, event{At: rec.LeaseUntil, What: "settled uncertain: the provider may or may not have the effect", Who: who, Detail: rec.Reason})
+	case ledger.StateDone, ledger.StateFailed:
+		what, detail := "settled "+string(rec.State), rec.Reason
+		if rec.State == ledger.StateDone {
+			detail = rec.Summary
+		}
+		if by := rec.ResolvedBy(); by != "" {
+			what += " by hand"
+			who = "operator " + by
+		}
+		ev = append(ev, event{At: rec.LeaseUntil, What: what, Who: who, Detail: detail})
+	}
+	if d.Resolvable {
+		if d.HasReconciler {
+			ev = append(ev, event{At: d.Conclude, What: "a reconciler can conclude on its own", Detail: "SentBy + in-flight bound + the provider's search lag"})
+		}
+		ev = append(ev, event{At: d.FailableAt, What: "mark failed allowed", Detail: "no request of the attempt can still commit"})
+	}
+	if !rec.ExpiresAt.IsZero() {
+		ev = append(ev, event{At: rec.ExpiresAt, What: "record expires", Detail: "a call after this acts anew"})
+	}
+	if rec.Attempt > 1 {
+		ev = append(ev, event{At: rec.AttemptAt, What: fmt.Sprintf("%d earlier attempts", rec.Attempt-1),
+			Detail: "the ledger keeps the latest attempt of an action only"})
+	}
+	slices.SortStableFunc(ev, func(a, b event) int { return a.At.Compare(b.At) })
+	for i := range ev {
+		ev[i].Future = ev[i].At.After(now)
+	}
+	return ev
+}
+
+// ownerName says who an owner token names: an operator, or a process
+// ("pid 42 on host-a") where the token says, else the token's start.
+func ownerName(owner string) string {
+	if by, ok := strings.CutPrefix(owner, "operator:"); ok {
+		by, _, _ = strings.Cut(by, ":")
+		return "operator " + by
+	}
+	if at := strings.LastIndexByte(owner, '@'); at > 0 {
+		host, _, _ := strings.Cut(owner[at+1:], "/")
+		if parts := strings.Split(owner[:at], "."); len(parts) == 3 {
+			return "pid " + parts[1] + " on " + host
+		}
+	}
+	return "owner " + shortKey(owner)
 }
 
 func (c *Console) detail(rec *ledger.Record, now time.Time) detail {
@@ -153,6 +344,7 @@ func (c *Console) detail(rec *ledger.Record, now time.Time) detail {
 	d.Resolvable = rec.State == ledger.StateUncertain || (rec.State == ledger.StatePending && !d.LiveLease)
 	d.FailableAt = ledger.FailableAt(rec, c.cfg.InFlight)
 	d.CanFailNow = !now.Before(d.FailableAt)
+	d.Timeline = c.timeline(&d, now)
 	if len(rec.Result) > 0 {
 		d.ResultText = string(rec.Result)
 		if len(d.ResultText) > 8<<10 {

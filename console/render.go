@@ -56,6 +56,9 @@ func relative(t, now time.Time) string {
 		return "-"
 	}
 	d := now.Sub(t)
+	if d > -time.Second && d < time.Second {
+		return "now"
+	}
 	suffix := " ago"
 	if d < 0 {
 		d, suffix = -d, ""
