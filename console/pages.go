@@ -95,7 +95,7 @@ func withCursor(v url.Values, c ledger.Cursor) string {
 type row struct {
 	ledger.Record
 	DownstreamKey string
-	Link          string // the provider's page of the effect, "" when its adapter knows none
+	Link          string    // the provider's page of the effect, "" when its adapter knows none
 	Conclude      time.Time // when the reconciler can conclude on its own
 	Lag           time.Duration
 	HasReconciler bool
