@@ -752,8 +752,13 @@ func TestLongNoteRefused(t *testing.T) {
 			t.Fatalf("the refused note changed the record: %+v", r)
 		}
 	}
+	code, page := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.csrf(k)}, "verdict": {"done"}, "note": {strings.Repeat("n", 70_000)}})
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(page, "the form is larger than 64 KiB") {
+		t.Errorf("a 70 kB note: %d\n%.2000s", code, page)
+	}
 	note := strings.Repeat("m", ledger.MaxSummaryBytes-len("re_1: "))
-	code, _ := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+	code, _ = f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
 		url.Values{"csrf": {f.csrf(k)}, "verdict": {"done"}, "ref": {"re_1"}, "note": {note}})
 	if r := f.record(k); code != http.StatusSeeOther || r.Summary != "re_1: "+note {
 		t.Errorf("a note at the limit: %d, summary of %d bytes", code, len(r.Summary))

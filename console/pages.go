@@ -424,6 +424,9 @@ func message(code string, rec *ledger.Record) string {
 	return m
 }
 
+// maxForm bounds the body of a POST.
+const maxForm = 64 << 10
+
 // post wraps a state-changing handler: refused in read-only mode and
 // without the user's CSRF token.
 func (c *Console) post(h http.HandlerFunc) http.HandlerFunc {
@@ -432,9 +435,12 @@ func (c *Console) post(h http.HandlerFunc) http.HandlerFunc {
 			c.fail(w, r, http.StatusForbidden, errors.New("the console is read-only: it takes no action"))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		if err := r.ParseForm(); err != nil {
-			c.fail(w, r, http.StatusBadRequest, err)
+			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+				err = fmt.Errorf("the form is larger than %d KiB: a note the ledger keeps is at most %d bytes; go back and shorten it (nothing was saved)", maxForm>>10, ledger.MaxSummaryBytes)
+			}
+			c.fail(w, r, http.StatusRequestEntityTooLarge, err)
 			return
 		}
 		if !c.checkCSRF(r) {
