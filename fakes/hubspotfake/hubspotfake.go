@@ -39,7 +39,9 @@
 // 190 per 10 s per private app); the next is answered 429 with
 // "errorType": "RATE_LIMIT", "policyName": "TEN_SECONDLY_ROLLING", a
 // Retry-After (whole seconds until a slot frees) and the
-// X-HubSpot-RateLimit-* headers. Refused requests do not count.
+// X-HubSpot-RateLimit-* headers (-Max, -Remaining and
+// -Interval-Milliseconds, which every admitted answer carries too, as
+// HubSpot's do). Refused requests do not count.
 //
 // # What it does not model
 //
@@ -224,7 +226,7 @@ func (h *Handler) reset() {
 func (h *Handler) route(pattern string, fn func(r *http.Request, t *objectType, body []byte) fault.Response) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, fakehttp.MaxBody)
-		if resp, ok := h.admit(r); !ok {
+		if resp, ok := h.admit(w, r); !ok {
 			resp.Write(w)
 			return
 		}
@@ -252,7 +254,7 @@ func (h *Handler) route(pattern string, fn func(r *http.Request, t *objectType, 
 }
 
 // admit checks the token and the rate limit.
-func (h *Handler) admit(r *http.Request) (fault.Response, bool) {
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (fault.Response, bool) {
 	auth := r.Header.Get("Authorization")
 	tok, isBearer := strings.CutPrefix(auth, "Bearer ")
 	switch {
@@ -287,6 +289,7 @@ func (h *Handler) admit(r *http.Request) (fault.Response, bool) {
 		return resp, false
 	}
 	h.recent = append(h.recent, now)
+	h.limitHeaders(w.Header(), h.cfg.RateLimit-len(h.recent))
 	return fault.Response{}, true
 }
 
