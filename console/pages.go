@@ -437,10 +437,12 @@ func (c *Console) post(h http.HandlerFunc) http.HandlerFunc {
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		if err := r.ParseForm(); err != nil {
+			status := http.StatusBadRequest
 			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+				status = http.StatusRequestEntityTooLarge
 				err = fmt.Errorf("the form is larger than %d KiB: a note the ledger keeps is at most %d bytes; go back and shorten it (nothing was saved)", maxForm>>10, ledger.MaxSummaryBytes)
 			}
-			c.fail(w, r, http.StatusRequestEntityTooLarge, err)
+			c.fail(w, r, status, err)
 			return
 		}
 		if !c.checkCSRF(r) {
