@@ -333,7 +333,9 @@ const reconcileWait = 5 * time.Second
 // oneRecord is a view of a store that lists only one record, so that a
 // sweep over it reconciles that record alone, and that keeps no sweep
 // position (the position records of the ledger's own sweepers stay as
-// they are).
+// they are). It is no ledger.Purger on purpose: a purge through a view of
+// one record would purge the whole ledger; the sweep it is made for
+// neither purges nor watches.
 type oneRecord struct {
 	ledger.Store
 	key string

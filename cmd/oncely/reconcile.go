@@ -122,6 +122,27 @@ func (o *observed) Fail(ctx context.Context, key, owner string, f ledger.Failure
 	return err
 }
 
+// Purge, Watch and RunsIndexed pass the wrapped store's optional
+// interfaces through (ledger.RunIndexer), so that the sweeper's view hides
+// none of them.
+func (o *observed) Purge(ctx context.Context, before time.Time) (int, error) {
+	p, ok := o.Store.(ledger.Purger)
+	if !ok {
+		return 0, fmt.Errorf("%T does not purge: %w", o.Store, errors.ErrUnsupported)
+	}
+	return p.Purge(ctx, before)
+}
+
+func (o *observed) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	w, ok := o.Store.(ledger.Watcher)
+	if !ok {
+		return nil, nil, fmt.Errorf("%T: %w", o.Store, ledger.ErrNoWatch)
+	}
+	return w.Watch(ctx, key)
+}
+
+func (o *observed) RunsIndexed() bool { return ledger.RunsIndexed(o.Store) }
+
 func newReconcileCmd() *cobra.Command {
 	var (
 		p        providerFlags
