@@ -38,6 +38,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -77,8 +78,14 @@ type Config struct {
 	// front of the console passes the authenticated user's name (such as
 	// X-Forwarded-User or X-Auth-Request-User). A request without it is
 	// refused, and resolutions record its value as who resolved them.
-	// Only set it when the proxy is the only way to reach the console.
+	// The header is believed only on requests from TrustedProxies.
 	UserHeader string
+	// TrustedProxies are the addresses of the reverse proxies whose
+	// UserHeader the console believes (default: loopback addresses only,
+	// a proxy on the same machine). A request from any other address is
+	// refused, whatever it carries: anyone could send the header.
+	// CheckListen refuses UserHeader beyond loopback without them.
+	TrustedProxies []netip.Prefix
 	// User is who resolutions are recorded as made by when UserHeader is
 	// not set (default "operator").
 	User string
@@ -147,13 +154,19 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.h.ServeH
 // CheckListen returns an error when a console configured by cfg must not
 // listen on addr (host:port): any address but a loopback one needs
 // Config.Token or Config.UserHeader, since anyone who reaches the console
-// could otherwise settle records.
+// could otherwise settle records, and Config.UserHeader there needs
+// Config.TrustedProxies.
 func CheckListen(addr string, cfg *Config) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("%w: listen address %q: %v", ErrConfig, addr, err)
 	}
-	if loopback(host) || cfg.Token != "" || cfg.UserHeader != "" {
+	switch {
+	case loopback(host):
+		return nil
+	case cfg.UserHeader != "" && len(cfg.TrustedProxies) == 0:
+		return fmt.Errorf("%w: listening on %s, beyond loopback, with the user header %s needs the addresses of the proxies that set it (anyone who reaches the console could send it)", ErrConfig, addr, cfg.UserHeader)
+	case cfg.Token != "" || cfg.UserHeader != "":
 		return nil
 	}
 	return fmt.Errorf("%w: listening on %s, beyond loopback, needs a token or a reverse proxy's user header", ErrConfig, addr)
@@ -180,6 +193,10 @@ func (c *Console) authenticate(next http.Handler) http.Handler {
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		if c.cfg.UserHeader != "" {
+			if !c.fromProxy(r) {
+				http.Error(w, "console: requests reach this console only through its proxy, which sets "+c.cfg.UserHeader, http.StatusForbidden)
+				return
+			}
 			if strings.TrimSpace(r.Header.Get(c.cfg.UserHeader)) == "" {
 				http.Error(w, "console: the request carries no "+c.cfg.UserHeader+" header from the proxy", http.StatusUnauthorized)
 				return
@@ -223,6 +240,24 @@ func (c *Console) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// fromProxy reports whether r comes from a trusted proxy's address.
+func (c *Console) fromProxy(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	if len(c.cfg.TrustedProxies) == 0 {
+		return a.IsLoopback()
+	}
+	for _, p := range c.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Console) tokenOK(tok string) bool {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -267,7 +268,8 @@ func TestResolveFailedRefusedWhileInFlight(t *testing.T) {
 	}
 	form := url.Values{"csrf": {f.csrf(k)}, "verdict": {"failed"}, "note": {"no refund at the provider"}}
 	code, body := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve", form)
-	if code != http.StatusConflict || !strings.Contains(body, "too early") || !strings.Contains(body, "2026-03-01T12:30:00Z") {
+	if code != http.StatusConflict || !strings.Contains(body, "not yet") || !strings.Contains(body, "2026-03-01T12:30:00Z") ||
+		strings.Contains(body, "force it") || !strings.Contains(body, "mark it done") || !strings.Contains(body, `data-enable-in="1800000"`) {
 		t.Errorf("early failure: %d\n%s", code, body)
 	}
 	if r := f.record(k); r.State != ledger.StateUncertain {
@@ -394,6 +396,33 @@ func TestUserHeader(t *testing.T) {
 	}
 }
 
+// The user header is believed only from the trusted proxies' addresses:
+// from any other, a forged header is refused, whatever it names.
+func TestUserHeaderOnlyFromTrustedProxies(t *testing.T) {
+	hdr := []string{"X-Forwarded-User", "admin"}
+	for _, tc := range []struct {
+		proxies []netip.Prefix
+		want    int
+	}{
+		{nil, http.StatusOK}, // the default: loopback, where the test's requests come from
+		{[]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, http.StatusOK},
+		{[]netip.Prefix{netip.MustParsePrefix("10.0.0.5/32")}, http.StatusForbidden},
+		{[]netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("::1/128")}, http.StatusForbidden},
+	} {
+		f := newFixture(t, Config{UserHeader: "X-Forwarded-User", TrustedProxies: tc.proxies})
+		if code, body := f.get("/", hdr...); code != tc.want {
+			t.Errorf("proxies %v, a request from 127.0.0.1 naming admin: %d, want %d\n%s", tc.proxies, code, tc.want, body)
+		}
+	}
+	f := newFixture(t, Config{UserHeader: "X-Forwarded-User", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32")}})
+	k := key("0c1")
+	code, _ := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.c.csrf(httptest.NewRequest("GET", "/", nil))}, "verdict": {"done"}, "note": {"forged"}}, hdr...)
+	if code != http.StatusForbidden || f.record(k).State != ledger.StateUncertain {
+		t.Errorf("a forged resolution from an untrusted address: %d, record %s", code, f.record(k).State)
+	}
+}
+
 // Without a token the console answers only to loopback host names, so a
 // page on another site cannot reach it through DNS rebinding.
 func TestLoopbackHostOnly(t *testing.T) {
@@ -418,7 +447,10 @@ func TestCheckListen(t *testing.T) {
 		{":8080", Config{}, false},
 		{"10.1.2.3:8080", Config{}, false},
 		{"0.0.0.0:8080", Config{Token: "t"}, true},
-		{"0.0.0.0:8080", Config{UserHeader: "X-Forwarded-User"}, true},
+		{"0.0.0.0:8080", Config{UserHeader: "X-Forwarded-User"}, false},
+		{"0.0.0.0:8080", Config{UserHeader: "X-Forwarded-User", Token: "t"}, false},
+		{"0.0.0.0:8080", Config{UserHeader: "X-Forwarded-User", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.5/32")}}, true},
+		{"127.0.0.1:8080", Config{UserHeader: "X-Forwarded-User"}, true},
 		{"nonsense", Config{Token: "t"}, false},
 	} {
 		if err := CheckListen(tc.addr, &tc.cfg); (err == nil) != tc.ok {
@@ -534,8 +566,8 @@ func TestReconcileNow(t *testing.T) {
 	if _, page := f.get("/action/" + k2); strings.Contains(page, `id="reconcile"`) {
 		t.Error("reconcile now offered without a reconciler")
 	}
-	code, _ = f.do(f.client(), http.MethodPost, "/action/"+k2+"/reconcile", url.Values{"csrf": {f.csrf(k2)}})
-	if code != http.StatusSeeOther {
+	code, body := f.do(f.client(), http.MethodPost, "/action/"+k2+"/reconcile", url.Values{"csrf": {f.csrf(k2)}})
+	if code != http.StatusConflict || !strings.Contains(body, "no reconciler is configured for tool send_reply") {
 		t.Errorf("reconcile without adapter: %d", code)
 	}
 	if r := f.record(k2); r.State != ledger.StatePending {
@@ -609,7 +641,7 @@ func TestOverviewRates(t *testing.T) {
 		t.Fatalf("%d\n%s", code, body)
 	}
 	row := regexp.MustCompile(`(?s)<tr data-tool="refund_order">(.*?)</tr>`).FindStringSubmatch(body)
-	want := `<td>refund_order</td><td class="executed">3</td><td class="replayed">4</td><td class="merged">0</td>` +
+	want := `<td class="name" title="refund_order">refund_order</td><td class="executed">3</td><td class="replayed">4</td><td class="merged">0</td>` +
 		`<td class="replay-rate">57.1%</td><td class="reconciled">1</td><td class="hand">1</td><td class="reconcile-rate">50.0%</td>`
 	if row == nil || row[1] != want {
 		t.Errorf("rates of refund_order: %v, want %s\n%s", row, want, body)
@@ -679,5 +711,165 @@ func TestOverviewCountsActionsAmongCounters(t *testing.T) {
 	}
 	if !strings.Contains(body, `<td class="replayed">200</td>`) || !strings.Contains(body, "the counts are at least") {
 		t.Errorf("the rates do not show a sample of 100 replays from each of two bars:\n%s", body)
+	}
+}
+
+// Only the console's own message codes render as a status message: a
+// link with any other text makes the page say nothing it did not do.
+func TestStatusMessagesOnlyByCode(t *testing.T) {
+	f := newFixture(t, Config{})
+	k := key("0c1")
+	for _, q := range []string{"Refund+confirmed+by+the+bank", "marked+done+by+alice", "%3Cb%3Ex%3C%2Fb%3E"} {
+		if _, page := f.get("/action/" + k + "?done=" + q); strings.Contains(page, `id="message"`) {
+			t.Errorf("?done=%s renders a message:\n%s", q, page)
+		}
+	}
+	code, _ := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.csrf(k)}, "verdict": {"done"}, "note": {"seen at the provider"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("resolve: %d", code)
+	}
+	if _, page := f.get("/action/" + k + "?done=marked-done"); !strings.Contains(page, `<p class="message" id="message">marked done by operator</p>`) {
+		t.Errorf("the resolution's message:\n%s", page)
+	}
+}
+
+// A note longer than the ledger keeps is refused with a clear message,
+// the typed note kept in the form, nothing written; one at the limit is
+// kept whole.
+func TestLongNoteRefused(t *testing.T) {
+	f := newFixture(t, Config{})
+	k := key("0c1")
+	long := strings.Repeat("n", 60_000)
+	for _, verdict := range []string{"done", "failed"} {
+		code, page := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+			url.Values{"csrf": {f.csrf(k)}, "verdict": {verdict}, "ref": {map[string]string{"done": "re_1"}[verdict]}, "note": {long}})
+		if code != http.StatusBadRequest || !strings.Contains(page, "the note is 60000 bytes; the ledger keeps at most") ||
+			!strings.Contains(page, "nothing was saved") || !strings.Contains(page, long) {
+			t.Errorf("mark %s with a 60 kB note: %d\n%.2000s", verdict, code, page)
+		}
+		if r := f.record(k); r.State != ledger.StateUncertain {
+			t.Fatalf("the refused note changed the record: %+v", r)
+		}
+	}
+	code, page := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.csrf(k)}, "verdict": {"done"}, "note": {strings.Repeat("n", 70_000)}})
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(page, "the form is larger than 64 KiB") {
+		t.Errorf("a 70 kB note: %d\n%.2000s", code, page)
+	}
+	note := strings.Repeat("m", ledger.MaxSummaryBytes-len("re_1: "))
+	code, _ = f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.csrf(k)}, "verdict": {"done"}, "ref": {"re_1"}, "note": {note}})
+	if r := f.record(k); code != http.StatusSeeOther || r.Summary != "re_1: "+note {
+		t.Errorf("a note at the limit: %d, summary of %d bytes", code, len(r.Summary))
+	}
+}
+
+// linked is an adapter that knows the provider's page of an effect.
+type linked struct{ lookup }
+
+func (linked) Link(ref, dk string) string {
+	if ref == "" {
+		return "https://provider.example/search?q=" + url.QueryEscape(dk)
+	}
+	return "https://provider.example/objects/" + url.PathEscape(ref)
+}
+
+// The attention list filters by tool, run and state, and sorts oldest
+// first (the default, paged), newest first or by tool.
+func TestAttentionFilterAndSort(t *testing.T) {
+	f := newFixture(t, Config{})
+	for _, tc := range []struct {
+		q    string
+		want []string
+	}{
+		{"", []string{"ab0", "0c1"}},
+		{"?sort=newest", []string{"0c1", "ab0"}},
+		{"?sort=tool", []string{"0c1", "ab0"}}, // refund_order before send_reply
+		{"?tool=refund_order", []string{"0c1"}},
+		{"?tool=send_reply&sort=newest", []string{"ab0"}},
+		{"?state=lapsed", []string{"ab0"}},
+		{"?state=uncertain", []string{"0c1"}},
+		{"?run=run-b&state=uncertain", []string{"0c1"}},
+		{"?run=run-a", nil},
+	} {
+		code, body := f.get("/" + tc.q)
+		if got := keysIn(body); code != http.StatusOK || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("GET /%s: %d %v, want %v", tc.q, code, got, tc.want)
+		}
+	}
+	for _, q := range []string{"?sort=random", "?state=done", "?tool=a%00b"} {
+		if code, _ := f.get("/" + q); code != http.StatusBadRequest {
+			t.Errorf("GET /%s: %d, want 400", q, code)
+		}
+	}
+}
+
+// The resolutions page lists who settled what by hand, when, with the
+// note and what it changed; actions settled by oncely are not listed.
+func TestResolutionsPage(t *testing.T) {
+	f := newFixture(t, Config{UserHeader: "X-Forwarded-User", Adapters: map[string]providers.Adapter{"refund_order": linked{}}})
+	hdr := []string{"X-Forwarded-User", "alice"}
+	k := key("0c1")
+	code, _ := f.do(f.client(), http.MethodPost, "/action/"+k+"/resolve",
+		url.Values{"csrf": {f.csrf(k, hdr...)}, "verdict": {"done"}, "ref": {"re_77"}, "note": {"refund re_77 is in the dashboard"}}, hdr...)
+	if code != http.StatusSeeOther {
+		t.Fatalf("resolve: %d", code)
+	}
+	f.clk.Advance(time.Hour) // the lapsed record may be marked failed
+	hdr = []string{"X-Forwarded-User", "bob"}
+	k2 := key("ab0")
+	code, _ = f.do(f.client(), http.MethodPost, "/action/"+k2+"/resolve",
+		url.Values{"csrf": {f.csrf(k2, hdr...)}, "verdict": {"failed"}, "note": {"no reply was sent"}}, hdr...)
+	if code != http.StatusSeeOther {
+		t.Fatalf("resolve failed: %d", code)
+	}
+	code, body := f.get("/resolutions", hdr...)
+	rows := regexp.MustCompile(`(?s)<tr data-key="([0-9a-f]+)">(.*?)</tr>`).FindAllStringSubmatch(body, -1)
+	if code != http.StatusOK || len(rows) != 2 || rows[0][1] != k || rows[1][1] != k2 {
+		t.Fatalf("resolutions: %d %d rows\n%s", code, len(rows), body)
+	}
+	for i, want := range [][]string{
+		{`<td class="by">alice</td>`, `refund re_77 is in the dashboard</td>`, "settled done, provider&#39;s reference re_77", `href="https://provider.example/objects/re_77"`},
+		{`<td class="by">bob</td>`, `>no reply was sent</td>`, "settled failed: the next call of the action acts again, as attempt 3"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rows[i][2], w) {
+				t.Errorf("resolution %d lacks %s:\n%s", i, w, rows[i][2])
+			}
+		}
+	}
+	if strings.Contains(body, key("d0e")) {
+		t.Error("an action settled by oncely is listed among the resolutions")
+	}
+}
+
+// An action's page has the timeline of its latest attempt, and a link to
+// the provider's page where the tool's adapter knows one.
+func TestActionTimelineAndLink(t *testing.T) {
+	f := newFixture(t, Config{InFlight: time.Minute, Adapters: map[string]providers.Adapter{"refund_order": linked{}}})
+	k := key("0c1") // claimed at 11:30, settled uncertain right after
+	_, body := f.get("/action/" + k)
+	tl := regexp.MustCompile(`(?s)<table class="timeline" id="timeline">(.*?)</table>`).FindStringSubmatch(body)
+	if tl == nil {
+		t.Fatalf("no timeline:\n%s", body)
+	}
+	var whats []string
+	for _, m := range regexp.MustCompile(`<td class="what">([^<]*)</td>`).FindAllStringSubmatch(tl[1], -1) {
+		whats = append(whats, m[1])
+	}
+	want := []string{"attempt 1 claimed", "settled uncertain: the provider may or may not have the effect",
+		"a reconciler can conclude on its own", "mark failed allowed", "record expires"}
+	if strings.Join(whats, "|") != strings.Join(want, "|") {
+		t.Errorf("timeline %q, want %q", whats, want)
+	}
+	if !strings.Contains(tl[1], "owner owner-0c1") || !strings.Contains(tl[1], "timeout after the request was sent") {
+		t.Errorf("the timeline does not say who or why:\n%s", tl[1])
+	}
+	if !strings.Contains(body, `id="provider-link" href="https://provider.example/search?q=`+k+`"`) {
+		t.Errorf("no link to the provider:\n%s", body)
+	}
+	if _, body := f.get("/action/" + key("ab0")); strings.Contains(body, "provider-link") {
+		t.Error("a link for a tool whose adapter knows none")
 	}
 }

@@ -55,28 +55,113 @@ func stuckFilters(now time.Time) []ledger.Filter {
 	return []ledger.Filter{{State: ledger.StatePending, LeaseBefore: now}, {State: ledger.StateUncertain}}
 }
 
-// attention is one page of the actions that need attention, oldest first.
-func (c *Console) attention(ctx context.Context, after ledger.Cursor, now time.Time) ([]ledger.Record, bool, error) {
-	recs, err := mergeStates(ctx, c.cfg.Store, stuckFilters(now), after, pageSize+1)
-	if err != nil {
-		return nil, false, err
+// attentionOpts filter and sort the attention list.
+type attentionOpts struct {
+	Tool, Run string
+	State     string // "", "uncertain" or "lapsed"
+	Sort      string // "" or "oldest" (by lease end, paged), "newest", "tool"
+}
+
+// sortCap bounds the records the attention list reads to sort them other
+// than by the ledger's own order (newest first, by tool).
+const sortCap = 1000
+
+// attentionResult is one page of the attention list.
+type attentionResult struct {
+	Records []ledger.Record
+	Next    ledger.Cursor // zero when there is no next page
+	Note    string
+}
+
+// attention is one page of the actions that need attention: oldest first
+// by default, a page at a time from the state indexes; filtered by tool
+// and run here (at most scanBudget records read a page); sorted newest
+// first or by tool among the first sortCap that match.
+func (c *Console) attention(ctx context.Context, o attentionOpts, after ledger.Cursor, now time.Time) (attentionResult, error) {
+	filters := stuckFilters(now)
+	switch o.State {
+	case "lapsed":
+		filters = filters[:1]
+	case "uncertain":
+		filters = filters[1:]
 	}
-	recs = slices.DeleteFunc(recs, func(r ledger.Record) bool { return reserved(&r) })
-	more := len(recs) > pageSize
-	return recs[:min(len(recs), pageSize)], more, nil
+	match := func(r *ledger.Record) bool {
+		return !reserved(r) && (o.Tool == "" || r.Tool == o.Tool) && (o.Run == "" || r.RunID == o.Run)
+	}
+	var res attentionResult
+	if o.Sort == "newest" || o.Sort == "tool" {
+		var all []ledger.Record
+		read := 0
+		for cur := (ledger.Cursor{}); read < scanBudget && len(all) < sortCap; {
+			recs, err := mergeStates(ctx, c.cfg.Store, filters, cur, 500)
+			if err != nil {
+				return res, err
+			}
+			read += len(recs)
+			for i := range recs {
+				if match(&recs[i]) && len(all) < sortCap {
+					all = append(all, recs[i])
+				}
+			}
+			if len(recs) < 500 {
+				break
+			}
+			cur = ledger.CursorOf(&recs[len(recs)-1])
+			if read >= scanBudget || len(all) >= sortCap {
+				res.Note = fmt.Sprintf("sorted among the oldest %d actions that need attention (read %d records); filter to narrow the list", len(all), read)
+			}
+		}
+		slices.SortStableFunc(all, func(a, b ledger.Record) int {
+			if o.Sort == "tool" {
+				if c := strings.Compare(a.Tool, b.Tool); c != 0 {
+					return c
+				}
+				return ledger.CursorOf(&a).Compare(ledger.CursorOf(&b))
+			}
+			return ledger.CursorOf(&b).Compare(ledger.CursorOf(&a))
+		})
+		res.Records = all[:min(len(all), pageSize)]
+		if len(all) > pageSize {
+			res.Note = strings.TrimPrefix(res.Note+"; ", "; ") + fmt.Sprintf("showing the first %d of %d; filter to narrow the list", pageSize, len(all))
+		}
+		return res, nil
+	}
+	filtered := o.Tool != "" || o.Run != ""
+	read := 0
+	for read < scanBudget {
+		n := pageSize + 1
+		if filtered {
+			n = min(500, scanBudget-read)
+		}
+		recs, err := mergeStates(ctx, c.cfg.Store, filters, after, n)
+		if err != nil {
+			return res, err
+		}
+		read += len(recs)
+		for i := range recs {
+			if !match(&recs[i]) {
+				continue
+			}
+			if len(res.Records) == pageSize {
+				res.Next = ledger.CursorOf(&res.Records[pageSize-1])
+				return res, nil
+			}
+			res.Records = append(res.Records, recs[i])
+		}
+		if len(recs) < n {
+			return res, nil
+		}
+		after = ledger.CursorOf(&recs[len(recs)-1])
+	}
+	res.Next = after
+	res.Note = fmt.Sprintf("read %d records; the next page reads on", read)
+	return res, nil
 }
 
 // reserved reports a record oncely keeps for itself, not an action: a
 // sweeper's position or a counter record.
 func reserved(r *ledger.Record) bool {
 	return r.Tool == reconcile.CursorTool || r.Tool == ledger.CountersRun
-}
-
-// runsIndexed reports whether s lists one run's records from an index
-// (ledgerpg.Store.RunsIndexed; stores that do not say are taken to).
-func runsIndexed(s ledger.Store) bool {
-	ri, ok := s.(interface{ RunsIndexed() bool })
-	return !ok || ri.RunsIndexed()
 }
 
 // conclusion says when the reconciler can settle rec on its own: from
@@ -101,6 +186,7 @@ type query struct {
 	State                            ledger.State
 	From, To                         time.Time // settled (or lease end) within [From, To)
 	After                            ledger.Cursor
+	Resolved                         bool // only the records settled by hand (ledger.Record.ResolvedBy)
 }
 
 // scanBudget bounds the records one search page reads when it filters by
@@ -173,7 +259,7 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 	// listing is served by the index of that state, and a run, a tool and
 	// a key prefix are filtered here, a bounded number of records a page.
 	var res searchResult
-	byRun := q.Run != "" && runsIndexed(s)
+	byRun := q.Run != "" && ledger.RunsIndexed(s)
 	res.RunScan = q.Run != "" && !byRun
 	var filters []ledger.Filter
 	switch {
@@ -181,6 +267,8 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		filters = []ledger.Filter{{RunID: q.Run, LeaseBefore: q.To}}
 	case q.State != "":
 		filters = []ledger.Filter{{State: q.State, LeaseBefore: q.To}}
+	case q.Resolved:
+		filters = []ledger.Filter{{State: ledger.StateDone, LeaseBefore: q.To}, {State: ledger.StateFailed, LeaseBefore: q.To}}
 	default:
 		for _, st := range []ledger.State{ledger.StatePending, ledger.StateDone, ledger.StateFailed, ledger.StateUncertain} {
 			filters = append(filters, ledger.Filter{State: st, LeaseBefore: q.To})
@@ -191,7 +279,7 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		// Every key sorts after "": the records from From on.
 		after = ledger.Cursor{LeaseUntil: q.From}
 	}
-	filtered := q.Tool != "" || q.Prefix != "" || q.Run != ""
+	filtered := q.Tool != "" || q.Prefix != "" || q.Run != "" || q.Resolved
 	for res.Scanned < scanBudget {
 		n := pageSize + 1
 		if filtered {
@@ -205,7 +293,7 @@ func (c *Console) search(ctx context.Context, q query, now time.Time) (searchRes
 		for i := range recs {
 			r := &recs[i]
 			if reserved(r) || (q.Tool != "" && r.Tool != q.Tool) || !strings.HasPrefix(r.Key, q.Prefix) ||
-				(q.State != "" && r.State != q.State) || (q.Run != "" && r.RunID != q.Run) {
+				(q.State != "" && r.State != q.State) || (q.Run != "" && r.RunID != q.Run) || (q.Resolved && r.ResolvedBy() == "") {
 				continue
 			}
 			if len(res.Records) == pageSize {
@@ -245,7 +333,9 @@ const reconcileWait = 5 * time.Second
 // oneRecord is a view of a store that lists only one record, so that a
 // sweep over it reconciles that record alone, and that keeps no sweep
 // position (the position records of the ledger's own sweepers stay as
-// they are).
+// they are). It is no ledger.Purger on purpose: a purge through a view of
+// one record would purge the whole ledger; the sweep it is made for
+// neither purges nor watches.
 type oneRecord struct {
 	ledger.Store
 	key string

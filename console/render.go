@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 var funcs = template.FuncMap{
@@ -28,6 +29,19 @@ var funcs = template.FuncMap{
 	"after":    func(a, b time.Time) bool { return a.After(b) },
 	"dict":     func(rows []row, now time.Time) rowsView { return rowsView{Rows: rows, Now: now} },
 	"states":   func() []string { return []string{"pending", "done", "failed", "uncertain"} },
+	"clip":     clipName,
+	"msUntil":  func(t, now time.Time) int64 { return max(0, t.Sub(now).Milliseconds()) },
+}
+
+// clipName shortens a name (a tool, a run) to what a table cell or a
+// menu shows, at a rune boundary, with an ellipsis; the templates give
+// the full name in a title.
+func clipName(s string) string {
+	const most = 48
+	if utf8.RuneCountInString(s) <= most {
+		return s
+	}
+	return string([]rune(s)[:most-1]) + "…"
 }
 
 // rowsView is what the rows template receives.
@@ -42,6 +56,9 @@ func relative(t, now time.Time) string {
 		return "-"
 	}
 	d := now.Sub(t)
+	if d > -time.Second && d < time.Second {
+		return "now"
+	}
 	suffix := " ago"
 	if d < 0 {
 		d, suffix = -d, ""

@@ -28,8 +28,11 @@ func init() {
 			if opt.clock != nil {
 				cfg.Clock = opt.clock
 			}
-			c := slack.New(&slack.Config{APIURL: url + "/api/", Token: token, Channel: channel, HTTP: cfg,
+			c, err := slack.New(&slack.Config{APIURL: url + "/api/", Token: token, Channel: channel, HTTP: cfg,
 				HistoryLag: indexLagBound, Lookback: time.Hour, Skew: time.Minute})
+			if err != nil {
+				panic(err) // the configuration above is valid
+			}
 			k.extra["slack"] = c
 			// The reconciler reads the history from shortly before the
 			// attempt; blind and clockless kits as build makes them.

@@ -451,6 +451,26 @@ type Purger interface {
 	Purge(ctx context.Context, before time.Time) (int, error)
 }
 
+// RunIndexer is implemented by stores that can say whether they list one
+// run's records (Filter.RunID) from an index (ledgerpg: Config.RunIndex).
+// A store that does not implement it is taken to: see RunsIndexed.
+//
+// Purger, Watcher and RunIndexer are optional interfaces. A Store that
+// wraps another (a cache, a tracer, a ledger opened by URL) implements all
+// three and answers each from the store it wraps, so that wrapping hides
+// no capability: its Purge returns an error wrapping errors.ErrUnsupported
+// and its Watch one wrapping ErrNoWatch when the wrapped store has neither.
+type RunIndexer interface {
+	RunsIndexed() bool
+}
+
+// RunsIndexed reports whether s lists one run's records from an index:
+// s's own answer when it is a RunIndexer, else true.
+func RunsIndexed(s Store) bool {
+	ri, ok := s.(RunIndexer)
+	return !ok || ri.RunsIndexed()
+}
+
 // Watcher is implemented by stores that can wake a caller waiting for a
 // record held by another caller, in this process or another, when that
 // record is settled, so that the caller need not poll it. The executor

@@ -112,6 +112,17 @@ type Adapter interface {
 	Lookup(ctx context.Context, downstreamKey string) (LookupResult, error)
 }
 
+// Linker is implemented by adapters that know the address of the
+// provider's own page of an effect (its dashboard): the operator console
+// links an action to it.
+type Linker interface {
+	// Link returns the URL of the provider's page of the effect whose
+	// reference is ref (LookupResult.Ref, the record's Ref; "" when it is
+	// not known) and whose downstream key is downstreamKey, or "" when the
+	// adapter knows no such page.
+	Link(ref, downstreamKey string) string
+}
+
 type attemptKey struct{}
 
 // WithAttempt returns ctx carrying when the attempt being looked up

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -32,6 +33,7 @@ func newConsoleCmd() *cobra.Command {
 		listen     string
 		token      string
 		userHeader string
+		proxies    []string
 		user       string
 		readOnly   bool
 		inFlight   time.Duration
@@ -48,7 +50,10 @@ overview of outcomes over time. The first line printed is its URL.
 It listens on 127.0.0.1 by default. Any other address needs --token (or
 ONCELY_CONSOLE_TOKEN; open the console once with ?token=...) or
 --user-header, the header in which an authenticating reverse proxy in front
-of it names the user. --read-only serves no action at all.
+of it names the user, with --trusted-proxy, the proxy's addresses: the
+header is believed only on requests from them (by default from loopback
+addresses only), and any other request is refused. --read-only serves no
+action at all.
 
 Mark failed is refused while a request of the action's attempt may still
 commit (its lease end plus --in-flight), as 'oncely ledger resolve' refuses
@@ -57,27 +62,22 @@ it. Resolutions record who made them: the proxy's user, or --user.
 With --tool NAME=ADAPTER (and the adapter's flags, as for oncely reconcile)
 an action of that tool can be reconciled now from its page. Adapters: ` + strings.Join(adapterNames, ", ") + `.`,
 		Example: `  oncely console --ledger sqlite://oncely.db
-  oncely console --ledger postgres://oncely@db/oncely --listen 0.0.0.0:8470 --user-header X-Forwarded-User
+  oncely console --ledger postgres://oncely@db/oncely --listen 0.0.0.0:8470 --user-header X-Forwarded-User --trusted-proxy 10.0.0.5
   ONCELY_CONSOLE_TOKEN=... oncely console --ledger redis://cache:6379/0 --listen :8470 --read-only`,
 		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:8470", "address to listen on (host:port; port 0 picks a free one)")
-	f.StringVar(&token, "token", os.Getenv(EnvConsoleToken), "token every request must carry (env "+EnvConsoleToken+"); required beyond loopback unless --user-header")
+	envString(f, &token, "token", EnvConsoleToken, "", "token every request must carry; required beyond loopback unless --user-header")
 	f.StringVar(&userHeader, "user-header", "", "header in which a reverse proxy names the authenticated user (e.g. X-Forwarded-User)")
+	f.StringArrayVar(&proxies, "trusted-proxy", nil, "address (IP or CIDR) of a proxy whose --user-header is believed (repeatable; default: loopback only)")
 	f.StringVar(&user, "user", currentUser(), "who resolutions are recorded as made by, without --user-header")
 	f.BoolVar(&readOnly, "read-only", false, "serve no action: show records only")
 	f.DurationVar(&inFlight, "in-flight", ledger.DefaultInFlight, "how long a provider may still commit a request after it was sent")
 	f.DurationVar(&refresh, "refresh", 5*time.Second, "how often the attention list and the overview refresh in the browser")
 	f.StringArrayVar(&toolMap, "tool", nil, "tool name and its adapter, NAME=ADAPTER (repeatable), for reconcile now")
-	f.StringVar(&p.stripeKey, "stripe-key", os.Getenv("STRIPE_API_KEY"), "Stripe secret key (env STRIPE_API_KEY)")
-	f.StringVar(&p.stripeURL, "stripe-url", envOr("ONCELY_STRIPE_URL", "https://api.stripe.com"), "Stripe API base URL (env ONCELY_STRIPE_URL)")
-	f.StringVar(&p.mailURL, "mail-url", os.Getenv("ONCELY_MAIL_URL"), "mail API base URL (env ONCELY_MAIL_URL)")
-	f.StringVar(&p.mailKey, "mail-key", os.Getenv("ONCELY_MAIL_KEY"), "mail API key (env ONCELY_MAIL_KEY)")
-	f.StringVar(&p.crmURL, "crm-url", os.Getenv("ONCELY_CRM_URL"), "CRM API base URL (env ONCELY_CRM_URL)")
-	f.StringVar(&p.crmKey, "crm-key", os.Getenv("ONCELY_CRM_KEY"), "CRM API key (env ONCELY_CRM_KEY)")
-	f.StringVar(&p.keyheaderURL, "keyheader-url", os.Getenv("ONCELY_KEYHEADER_URL"), "base URL of an IETF Idempotency-Key API (env ONCELY_KEYHEADER_URL)")
+	p.define(f)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if inFlight <= 0 || refresh <= 0 {
 			return usageErr("--in-flight and --refresh are durations like 30s", "--in-flight and --refresh must be positive")
@@ -95,8 +95,22 @@ an action of that tool can be reconciled now from its page. Adapters: ` + string
 			adapters[name] = a
 		}
 		cfg := console.Config{Adapters: adapters, InFlight: inFlight, ReadOnly: readOnly, Token: token, UserHeader: userHeader, User: user, Refresh: refresh}
+		for _, p := range proxies {
+			pfx, err := netip.ParsePrefix(p)
+			if err != nil {
+				a, aerr := netip.ParseAddr(p)
+				if aerr != nil {
+					return usageErr("--trusted-proxy is an IP address or a CIDR prefix, like 10.0.0.5 or 10.0.0.0/24", "--trusted-proxy %q", p)
+				}
+				pfx = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+			}
+			cfg.TrustedProxies = append(cfg.TrustedProxies, pfx.Masked())
+		}
+		if len(proxies) > 0 && userHeader == "" {
+			return usageErr("--trusted-proxy goes with --user-header", "--trusted-proxy without --user-header")
+		}
 		if err := console.CheckListen(listen, &cfg); err != nil {
-			return usageErr("listen on 127.0.0.1, or set --token (or "+EnvConsoleToken+") or --user-header", "%v", err)
+			return usageErr("listen on 127.0.0.1, or set --token (or "+EnvConsoleToken+") or --user-header with --trusted-proxy", "%v", err)
 		}
 		return withLedger(cmd, *url, false, func(ctx context.Context, l *ledgerurl.Ledger) error {
 			cfg.Store = l

@@ -290,3 +290,149 @@ func TestConsoleBrowserPostgres(t *testing.T) {
 	})
 	testConsoleBrowser(t, raw, nil, "", orders)
 }
+
+// TestConsoleBrowserOperatorTools drives what an operator uses beside the
+// attention list, in Chromium: the filters and sorts of the list, an
+// action's timeline, a note too long to keep (refused, kept in the form),
+// the Mark failed button enabling itself when the in-flight bound passes,
+// the resolution's message and the resolutions page, a status message
+// forged in a link (not shown), and a 500-byte tool name that must not
+// widen the pages.
+func TestConsoleBrowserOperatorTools(t *testing.T) {
+	chromium(t)
+	raw := "sqlite://" + filepath.Join(t.TempDir(), "oncely.db")
+	long := strings.Repeat("t", 500)
+	seedURL(t, raw, func(t *testing.T, s ledger.Store, clk *clock.Fake) {
+		ctx := context.Background()
+		now := time.Now()
+		for _, r := range []struct{ key, tool string }{{"k-long", long}, {"k-fresh", "refund_order"}} {
+			cr, err := s.Claim(ctx, ledger.ClaimParams{Key: r.key, Tool: r.tool, RunID: "run-z", Owner: "owner-" + r.key,
+				LeaseUntil: now.Add(-time.Second), Fingerprint: "fp", ExpiresAt: now.Add(24 * time.Hour)})
+			if err != nil || !cr.Claimed {
+				t.Fatalf("claim %s: %+v %v", r.key, cr, err)
+			}
+			if err := s.Fail(ctx, r.key, "owner-"+r.key, ledger.Failure{Reason: "timeout after the request was sent"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	// k-fresh was settled uncertain just now: with an in-flight bound of
+	// 30s, Mark failed is allowed about 30s from now.
+	base := startConsole(t, nil, "--ledger", raw, "--refresh", "300ms", "--in-flight", "30s")
+	ctx := browser(t)
+	rowsOf := func() []string {
+		t.Helper()
+		keys, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#live tr[data-key]')].map(r => r.dataset.key)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	// The list: oldest first; filtered to the uncertain ones; sorted newest
+	// first; by tool.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/"), waitFor(`tr[data-key="k-fresh"]`, true)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rowsOf(), ","); got != "k-abandoned,k-uncertain,k-fresh,k-long" {
+		t.Errorf("attention list %s", got)
+	}
+	width := func(page string) int {
+		t.Helper()
+		w, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w > 1400 {
+			t.Errorf("%s is %d px wide in a 1400 px window (a 500-byte tool name)", page, w)
+		}
+		return w
+	}
+	width("the attention list")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#filter-state`), "uncertain"),
+		chromedp.SetValue(chromedp.CSS(`#sort`), "newest"),
+		chromedp.Click(chromedp.CSS(`#apply-filter`)),
+		chromedp.WaitReady(chromedp.CSS(`#sort option[value="newest"][selected]`)), // the server's page, filtered
+		waitFor(`tr[data-key="k-abandoned"]`, false),
+	); err != nil {
+		t.Fatalf("filtering the list: %v", err)
+	}
+	if got := strings.Join(rowsOf(), ","); got != "k-long,k-fresh,k-uncertain" {
+		t.Errorf("uncertain, newest first: %s", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?sort=tool&tool=refund_order"), waitFor(`tr[data-key="k-fresh"]`, true)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rowsOf(), ","); got != "k-fresh" {
+		t.Errorf("refund_order only: %s", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/overview?range=24h"), chromedp.WaitVisible(chromedp.CSS(`#totals`))); err != nil {
+		t.Fatal(err)
+	}
+	width("the overview")
+	// A status message forged in a link is not shown.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/action/k-fresh?done=refund+confirmed+by+the+bank"), chromedp.WaitVisible(chromedp.CSS(`#timeline`))); err != nil {
+		t.Fatal(err)
+	}
+	if forged, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('#message') !== null || document.body.textContent.includes('confirmed by the bank')`)); err != nil || forged {
+		t.Errorf("a forged ?done= message is shown (%v)", err)
+	}
+	timeline, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#timeline td.what')].map(c => c.textContent)`))
+	if err != nil || len(timeline) < 3 || timeline[0] != "attempt 1 claimed" || !strings.HasPrefix(timeline[1], "settled uncertain") {
+		t.Errorf("timeline %q (%v)", timeline, err)
+	}
+	// A 60 kB note is refused with a clear message, and kept in the form.
+	note := strings.Repeat("checked-the-providers-log.", 2300) // 59,800 bytes
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(document.querySelector('#note').value = %q, true)`, note))); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#mark-done`)), chromedp.WaitVisible(chromedp.CSS(`#error`))); err != nil {
+		t.Fatalf("submitting a long note: %v", err)
+	}
+	msg, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#error`)))
+	if err != nil || !strings.Contains(msg, fmt.Sprintf("the note is %d bytes", len(note))) || !strings.Contains(msg, "nothing was saved") {
+		t.Errorf("the refusal of a long note says %q (%v)", msg, err)
+	}
+	if kept, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelector('#note').value.length`)); err != nil || kept != len(note) {
+		t.Errorf("the form keeps %d bytes of the %d-byte note (%v)", kept, len(note), err)
+	}
+	// Mark failed enables itself once the in-flight bound has passed,
+	// without a reload; then it settles the action.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/action/k-fresh"), chromedp.WaitVisible(chromedp.CSS(`#mark-failed`))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.loadedOnce = true)`)); err != nil {
+		t.Fatal(err)
+	}
+	enabled := func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[bool](`!document.querySelector('#mark-failed').disabled`, chromedp.WithPollingTimeout(2*time.Minute))(ctx, tg)
+		return chromedp.Void{}, err
+	}
+	if err := chromedp.Do(ctx, chromedp.Action[chromedp.Void](enabled)); err != nil {
+		t.Fatalf("Mark failed did not enable itself: %v", err)
+	}
+	if same, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.loadedOnce === true`)); err != nil || !same {
+		t.Errorf("the page was reloaded to enable Mark failed (%v)", err)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#note`), "no refund at the provider"),
+		chromedp.Click(chromedp.CSS(`#mark-failed`)),
+		chromedp.WaitVisible(chromedp.CSS(`#message`)),
+	); err != nil {
+		t.Fatalf("marking failed: %v", err)
+	}
+	if msg, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#message`))); err != nil || msg != "marked failed by alice" {
+		t.Errorf("the message after mark failed: %q (%v)", msg, err)
+	}
+	// The resolutions page lists it: who, the note, what it changed.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/resolutions"), waitFor(`#resolutions tr[data-key="k-fresh"]`, true)); err != nil {
+		t.Fatalf("the resolution is not listed: %v", err)
+	}
+	res, err := chromedp.Run(ctx, chromedp.Evaluate[struct{ By, Note, Change string }](`(() => {
+		const r = document.querySelector('#resolutions tr[data-key="k-fresh"]');
+		return {By: r.querySelector('td.by').textContent, Note: r.querySelector('td.note').textContent, Change: r.querySelector('td.change').textContent};
+	})()`))
+	if err != nil || res.By != "alice" || res.Note != "no refund at the provider" || !strings.HasPrefix(res.Change, "settled failed") {
+		t.Errorf("the resolution as listed: %+v (%v)", res, err)
+	}
+}

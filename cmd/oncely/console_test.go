@@ -121,6 +121,13 @@ func TestConsolePostgres(t *testing.T) {
 	raw := pgURL(t, "schema="+schema+"&table=ledger")
 	seedURL(t, raw)
 	testConsoleOn(t, raw, nil)
+	// The ledger opened by URL keeps no index of runs (no RunIndex): the
+	// search by run says it reads records by time, and finds them.
+	base := startConsole(t, nil, "--ledger", raw)
+	code, page := fetch(t, http.MethodGet, base+"/search?run=run-a", nil)
+	if code != http.StatusOK || !strings.Contains(page, "keeps no index of runs") || !strings.Contains(page, `data-key="k-done"`) {
+		t.Errorf("search by run on PostgreSQL without a run index: %d\n%s", code, page)
+	}
 }
 
 func TestConsoleRedis(t *testing.T) {
@@ -168,5 +175,92 @@ func TestConsoleReadOnly(t *testing.T) {
 	}
 	if code, _ := fetch(t, http.MethodPost, base+"/action/k-uncertain/resolve", url.Values{"verdict": {"done"}, "note": {"x"}}); code != http.StatusForbidden {
 		t.Errorf("POST to a read-only console: %d", code)
+	}
+}
+
+// testBadText sends text no ledger field can hold (invalid UTF-8, a NUL
+// byte) in every search field, an action key and a resolution's note:
+// each is refused with 400 and a plain message, before any query, and
+// nothing is written.
+func testBadText(t *testing.T, raw string) {
+	t.Helper()
+	base := startConsole(t, nil, "--ledger", raw)
+	check := func(what string, code int, page, want string) {
+		t.Helper()
+		if code != http.StatusBadRequest || !strings.Contains(page, want) ||
+			strings.Contains(page, "SQLSTATE") || strings.Contains(page, "unavailable") {
+			t.Errorf("%s: %d, want 400 saying %q:\n%s", what, code, want, page)
+		}
+	}
+	for _, field := range []string{"run", "tool", "key", "dkey", "state", "from", "to"} {
+		code, page := fetch(t, http.MethodGet, base+"/search?"+field+"=a%00b", nil)
+		check("search "+field+" with NUL", code, page, "contains a NUL byte")
+		code, page = fetch(t, http.MethodGet, base+"/search?"+field+"=a%FFb", nil)
+		check("search "+field+" with invalid UTF-8", code, page, "not valid UTF-8")
+	}
+	code, page := fetch(t, http.MethodGet, base+"/action/k-uncertain%00", nil)
+	check("action key with NUL", code, page, "contains a NUL byte")
+	code, page = fetch(t, http.MethodGet, base+"/action/k-%C3%28", nil)
+	check("action key with invalid UTF-8", code, page, "not valid UTF-8")
+	_, page = fetch(t, http.MethodGet, base+"/action/k-uncertain", nil)
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no form on the action page:\n%s", page)
+	}
+	code, page = fetch(t, http.MethodPost, base+"/action/k-uncertain/resolve",
+		url.Values{"csrf": {m[1]}, "verdict": {"done"}, "note": {"checked\x00 at the provider"}})
+	check("a note with NUL", code, page, "contains a NUL byte")
+	code, page = fetch(t, http.MethodPost, base+"/action/k-uncertain%FF/resolve",
+		url.Values{"csrf": {m[1]}, "verdict": {"done"}, "note": {"checked"}})
+	check("resolving a key with invalid UTF-8", code, page, "not valid UTF-8")
+	rec := decodeJSON[recordJSON](t, runCLI(t, nil, "ledger", "show", "k-uncertain", "--ledger", raw, "--json").wantOK(t).stdout)
+	if rec.State != ledger.StateUncertain {
+		t.Errorf("the refused resolution changed the record: %+v", rec)
+	}
+}
+
+func TestConsoleBadTextSQLite(t *testing.T) {
+	t.Parallel()
+	testBadText(t, newSQLiteLedger(t))
+}
+
+func TestConsoleBadTextPostgres(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t, pgtest.Pool(t))
+	raw := pgURL(t, "schema="+schema+"&table=ledger")
+	seedURL(t, raw)
+	testBadText(t, raw)
+}
+
+// --user-header beyond loopback needs --trusted-proxy; the header is then
+// believed only from those addresses: a forged one from elsewhere is
+// refused and records nothing.
+func TestConsoleUserHeaderNeedsTrustedProxy(t *testing.T) {
+	t.Parallel()
+	raw := newSQLiteLedger(t)
+	runCLI(t, nil, "console", "--ledger", raw, "--listen", "0.0.0.0:0", "--user-header", "X-Forwarded-User").
+		wantError(t, exitUsage, "--trusted-proxy")
+	runCLI(t, nil, "console", "--ledger", raw, "--listen", "0.0.0.0:0", "--user-header", "X-Forwarded-User", "--trusted-proxy", "not-an-ip").
+		wantError(t, exitUsage, "--trusted-proxy")
+	for _, tc := range []struct {
+		proxy string
+		want  int
+	}{{"10.0.0.5", http.StatusForbidden}, {"127.0.0.0/8", http.StatusOK}} {
+		p := start(t, nil, "console", "--ledger", raw, "--listen", "0.0.0.0:0", "--user-header", "X-Forwarded-User", "--trusted-proxy", tc.proxy)
+		base := strings.Replace(strings.TrimSpace(p.line(t)), "0.0.0.0", "127.0.0.1", 1)
+		base = strings.Replace(base, "[::]", "127.0.0.1", 1)
+		req, err := http.NewRequest(http.MethodGet, base, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Forwarded-User", "admin")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("--trusted-proxy %s, a request from 127.0.0.1 naming admin: %d, want %d", tc.proxy, resp.StatusCode, tc.want)
+		}
 	}
 }

@@ -58,6 +58,17 @@ type fakeConfig struct {
 	ports    map[string]int // fixed ports by fake name; 0 or missing: a free port
 	// conns, when set, sees every server connection end.
 	conns *connTracker
+	// limits are the fakes' rate limits (zero: none).
+	limits fakeLimits
+}
+
+// fakeLimits are the rate limits of the fakes that model them.
+type fakeLimits struct {
+	githubCore, githubSearch int // per hour, per minute
+	hubspot                  int // per hubspotWindow
+	hubspotWindow            time.Duration
+	resend                   int // per second and API key
+	slackPosts, slackHistory int // per second and channel, per minute
 }
 
 // fakeSet is the fake providers.
@@ -85,16 +96,18 @@ func startFakes(cfg fakeConfig) (*fakeSet, error) {
 			s := keyheaderfake.NewHandler(&keyheaderfake.Config{Seed: cfg.seed, Clock: cfg.clock})
 			h, faults = s, s.Faults
 		case "hubspot":
-			s := hubspotfake.NewHandler(&hubspotfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			s := hubspotfake.NewHandler(&hubspotfake.Config{Seed: cfg.seed, Clock: cfg.clock, RateLimit: cfg.limits.hubspot, RateWindow: cfg.limits.hubspotWindow})
 			h, faults = s, s.Faults
 		case "slack":
-			s := slackfake.NewHandler(&slackfake.Config{Seed: cfg.seed, Clock: cfg.clock, HistoryLag: cfg.indexLag})
+			s := slackfake.NewHandler(&slackfake.Config{Seed: cfg.seed, Clock: cfg.clock, HistoryLag: cfg.indexLag,
+				PostsPerSecond: cfg.limits.slackPosts, HistoryPerMinute: cfg.limits.slackHistory})
 			h, faults = s, s.Faults
 		case "resend":
-			s := resendfake.NewHandler(&resendfake.Config{Seed: cfg.seed, Clock: cfg.clock})
+			s := resendfake.NewHandler(&resendfake.Config{Seed: cfg.seed, Clock: cfg.clock, RateLimit: cfg.limits.resend})
 			h, faults = s, s.Faults
 		case "github":
-			s := githubfake.NewHandler(&githubfake.Config{Seed: cfg.seed, Clock: cfg.clock, IndexLag: cfg.indexLag})
+			s := githubfake.NewHandler(&githubfake.Config{Seed: cfg.seed, Clock: cfg.clock, IndexLag: cfg.indexLag,
+				RateLimit: cfg.limits.githubCore, SearchRateLimit: cfg.limits.githubSearch})
 			h, faults = s, s.Faults
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ports[name])))

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/user"
 	"slices"
 	"strings"
@@ -28,11 +27,9 @@ const EnvLedger = "ONCELY_LEDGER"
 
 // ledgerFlag adds --ledger to cmd and returns where its value lands.
 func ledgerFlag(cmd *cobra.Command) *string {
-	def := os.Getenv(EnvLedger)
-	if def == "" {
-		def = ledgerurl.Default
-	}
-	return cmd.Flags().String("ledger", def, "ledger URL: "+urlForms+" (env "+EnvLedger+")")
+	var url string
+	envString(cmd.Flags(), &url, "ledger", EnvLedger, ledgerurl.Default, "ledger URL: "+urlForms) // a URL may carry a password
+	return &url
 }
 
 // urlForms are the forms of a ledger URL.

@@ -6,12 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
 	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
@@ -204,4 +208,63 @@ func TestHelpTexts(t *testing.T) {
 	}
 	// Resolving done without a summary is refused, as the usage says.
 	runCLI(t, nil, "ledger", "resolve", "k", "--done", "--ref", "re_1").wantError(t, exitUsage, "--summary")
+}
+
+// TestHelpShowsNoSecrets sets every environment variable a flag reads
+// (provider keys, the console's token, a ledger URL with a password) and
+// runs every command's --help: each must name its variable and print none
+// of their values. The variables still give the flags their values.
+func TestHelpShowsNoSecrets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secrets := map[string]string{
+		"STRIPE_API_KEY":       "sk_test_secret-stripe-4242",
+		"ONCELY_MAIL_KEY":      "secret-mail-key-4242",
+		"ONCELY_CRM_KEY":       "secret-crm-key-4242",
+		EnvConsoleToken:        "secret-console-token-4242",
+		"ONCELY_STRIPE_URL":    "http://secret-stripe-url-4242.invalid",
+		"ONCELY_MAIL_URL":      "http://secret-mail-url-4242.invalid",
+		"ONCELY_CRM_URL":       "http://secret-crm-url-4242.invalid",
+		"ONCELY_KEYHEADER_URL": "http://secret-keyheader-url-4242.invalid",
+		EnvLedger:              "sqlite://" + filepath.Join(dir, "secret-password-4242.db"),
+	}
+	var env []string
+	for k, v := range secrets {
+		env = append(env, k+"="+v)
+	}
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		paths = append(paths, path)
+		for _, sub := range c.Commands() {
+			walk(sub, append(slices.Clone(path), sub.Name()))
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard), nil)
+	if len(paths) < 12 {
+		t.Fatalf("found %d commands: %v", len(paths), paths)
+	}
+	named := map[string]bool{}
+	for _, p := range paths {
+		r := runCLI(t, env, append(p, "--help")...).wantOK(t)
+		for k, v := range secrets {
+			if strings.Contains(r.stdout+r.stderr, v) {
+				t.Errorf("oncely %s --help prints the value of %s:\n%s", strings.Join(p, " "), k, r.stdout)
+			}
+			if strings.Contains(r.stdout, "env "+k) {
+				named[k] = true
+			}
+		}
+	}
+	for k := range secrets {
+		if !named[k] {
+			t.Errorf("no command's --help names %s", k)
+		}
+	}
+	// The variable still sets the flag: ONCELY_LEDGER names the file that
+	// oncely ledger init creates.
+	runCLI(t, env, "ledger", "init").wantOK(t)
+	if _, err := os.Stat(filepath.Join(dir, "secret-password-4242.db")); err != nil {
+		t.Errorf("oncely ledger init did not use %s: %v", EnvLedger, err)
+	}
 }

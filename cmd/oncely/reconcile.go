@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/oncely/oncely/client"
 	"github.com/oncely/oncely/internal/clip"
@@ -121,6 +122,27 @@ func (o *observed) Fail(ctx context.Context, key, owner string, f ledger.Failure
 	return err
 }
 
+// Purge, Watch and RunsIndexed pass the wrapped store's optional
+// interfaces through (ledger.RunIndexer), so that the sweeper's view hides
+// none of them.
+func (o *observed) Purge(ctx context.Context, before time.Time) (int, error) {
+	p, ok := o.Store.(ledger.Purger)
+	if !ok {
+		return 0, fmt.Errorf("%T does not purge: %w", o.Store, errors.ErrUnsupported)
+	}
+	return p.Purge(ctx, before)
+}
+
+func (o *observed) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	w, ok := o.Store.(ledger.Watcher)
+	if !ok {
+		return nil, nil, fmt.Errorf("%T: %w", o.Store, ledger.ErrNoWatch)
+	}
+	return w.Watch(ctx, key)
+}
+
+func (o *observed) RunsIndexed() bool { return ledger.RunsIndexed(o.Store) }
+
 func newReconcileCmd() *cobra.Command {
 	var (
 		p        providerFlags
@@ -153,13 +175,7 @@ Several sweepers may run at once: each claims a record before acting.`,
 	url := ledgerFlag(cmd)
 	f := cmd.Flags()
 	f.StringArrayVar(&toolMap, "tool", nil, "tool name and its adapter, NAME=ADAPTER (repeatable)")
-	f.StringVar(&p.stripeKey, "stripe-key", os.Getenv("STRIPE_API_KEY"), "Stripe secret key (env STRIPE_API_KEY)")
-	f.StringVar(&p.stripeURL, "stripe-url", envOr("ONCELY_STRIPE_URL", "https://api.stripe.com"), "Stripe API base URL (env ONCELY_STRIPE_URL)")
-	f.StringVar(&p.mailURL, "mail-url", os.Getenv("ONCELY_MAIL_URL"), "mail API base URL (env ONCELY_MAIL_URL)")
-	f.StringVar(&p.mailKey, "mail-key", os.Getenv("ONCELY_MAIL_KEY"), "mail API key (env ONCELY_MAIL_KEY)")
-	f.StringVar(&p.crmURL, "crm-url", os.Getenv("ONCELY_CRM_URL"), "CRM API base URL (env ONCELY_CRM_URL)")
-	f.StringVar(&p.crmKey, "crm-key", os.Getenv("ONCELY_CRM_KEY"), "CRM API key (env ONCELY_CRM_KEY)")
-	f.StringVar(&p.keyheaderURL, "keyheader-url", os.Getenv("ONCELY_KEYHEADER_URL"), "base URL of an IETF Idempotency-Key API (env ONCELY_KEYHEADER_URL)")
+	p.define(f)
 	f.BoolVar(&watch, "watch", false, "sweep every --interval until SIGINT or SIGTERM")
 	f.DurationVar(&interval, "interval", time.Minute, "time between sweeps with --watch")
 	f.DurationVar(&minAge, "min-age", 0, "leave alone uncertain records settled less than this long ago")
@@ -228,11 +244,16 @@ Several sweepers may run at once: each claims a record before acting.`,
 	return cmd
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+// define adds the adapters' flags to f: their URLs and keys, each
+// defaulting to its environment variable (which --help names, never shows).
+func (p *providerFlags) define(f *pflag.FlagSet) {
+	envString(f, &p.stripeKey, "stripe-key", "STRIPE_API_KEY", "", "Stripe secret key")
+	envString(f, &p.stripeURL, "stripe-url", "ONCELY_STRIPE_URL", "https://api.stripe.com", "Stripe API base URL")
+	envString(f, &p.mailURL, "mail-url", "ONCELY_MAIL_URL", "", "mail API base URL")
+	envString(f, &p.mailKey, "mail-key", "ONCELY_MAIL_KEY", "", "mail API key")
+	envString(f, &p.crmURL, "crm-url", "ONCELY_CRM_URL", "", "CRM API base URL")
+	envString(f, &p.crmKey, "crm-key", "ONCELY_CRM_KEY", "", "CRM API key")
+	envString(f, &p.keyheaderURL, "keyheader-url", "ONCELY_KEYHEADER_URL", "", "base URL of an IETF Idempotency-Key API")
 }
 
 func printResolution(w io.Writer, r resolution, asJSON bool) {

@@ -142,6 +142,7 @@ func newServeFakesCmd() *cobra.Command {
 		seed       int64
 		indexLag   time.Duration
 		asJSON     bool
+		limits     fakeLimits
 	)
 	cmd := &cobra.Command{
 		Use:   "serve-fakes",
@@ -156,7 +157,18 @@ Each fake serves its API and, next to it:
   POST /_oncely/reset     forget every object and effect
 
 Faults: --fault (repeatable) or --faults-file with a JSON array of the
-same rules, and --fault-rate for random faults drawn from --seed.`,
+same rules, and --fault-rate for random faults drawn from --seed.
+
+Rate limits: the fake GitHub limits at GitHub's documented rates for an
+authenticated user (5,000 requests an hour, 30 searches a minute), which
+its clients read from the X-RateLimit-* headers every answer carries and
+from GET /rate_limit. The others are off unless a flag sets them: their
+official clients do not read a limit ahead of a 429, and the documented
+rates (Resend: 2 requests a second; HubSpot: 100 to 190 per 10 seconds;
+Slack: about one post a second per channel, bursts allowed) would refuse
+ordinary test traffic. Once set, every answer carries the headers its
+provider sends (Resend ratelimit-*, HubSpot X-HubSpot-RateLimit-*), and a
+refusal Retry-After; 0 turns a limit off.`,
 		Example: `  oncely serve-fakes --json
   oncely serve-fakes --stripe-port 12111 --fault 'fake=stripe,route=POST /v1/refunds,attempt=1,action=CommitThenDrop'`,
 		Args: cobra.NoArgs,
@@ -171,6 +183,13 @@ same rules, and --fault-rate for random faults drawn from --seed.`,
 	f.Int64Var(&seed, "seed", 1, "seed of object ids and random faults")
 	f.DurationVar(&indexLag, "index-lag", 0, "how long new objects stay invisible to search (stripe, mail, github) and Slack messages to history")
 	f.BoolVar(&asJSON, "json", false, "print the URLs as JSON")
+	f.IntVar(&limits.githubCore, "github-rate-limit", 5000, "the fake GitHub's core requests per hour (0: no limit, no X-RateLimit headers)")
+	f.IntVar(&limits.githubSearch, "github-search-rate-limit", 30, "the fake GitHub's searches per minute (0: no limit)")
+	f.IntVar(&limits.resend, "resend-rate-limit", 0, "the fake Resend's requests per second per API key (Resend's default: 2; 0: no limit, no ratelimit-* headers)")
+	f.IntVar(&limits.hubspot, "hubspot-rate-limit", 0, "the fake HubSpot's requests per --hubspot-rate-window (HubSpot: 100 to 190 per 10s; 0: no limit)")
+	f.DurationVar(&limits.hubspotWindow, "hubspot-rate-window", 10*time.Second, "the rolling window of --hubspot-rate-limit")
+	f.IntVar(&limits.slackPosts, "slack-posts-per-second", 0, "the fake Slack's chat.postMessage per second per channel (Slack: about 1; 0: no limit)")
+	f.IntVar(&limits.slackHistory, "slack-history-per-minute", 0, "the fake Slack's conversations.history per minute (Slack's Tier 3: 50; 0: no limit)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		var specs []faultSpec
 		if faultsFile != "" {
@@ -201,7 +220,10 @@ same rules, and --fault-rate for random faults drawn from --seed.`,
 		if indexLag < 0 {
 			return usageErr("--index-lag is a duration like 2s", "--index-lag is negative")
 		}
-		cfg := fakeConfig{seed: seed, indexLag: indexLag, ports: map[string]int{}}
+		if limits.githubCore < 0 || limits.githubSearch < 0 || limits.resend < 0 || limits.hubspot < 0 || limits.slackPosts < 0 || limits.slackHistory < 0 || limits.hubspotWindow <= 0 {
+			return usageErr("a rate limit is a count, 0 for none; --hubspot-rate-window a positive duration", "a negative rate limit")
+		}
+		cfg := fakeConfig{seed: seed, indexLag: indexLag, ports: map[string]int{}, limits: limits}
 		for i, name := range fakeNames {
 			if ports[i] < 0 || ports[i] > 65535 {
 				return usageErr("a port is between 0 and 65535", "--%s-port %d", name, ports[i])

@@ -25,3 +25,19 @@
   setInterval(refresh, every);
   document.addEventListener("visibilitychange", refresh);
 })();
+
+// A button disabled until a time the server knows (Mark failed, before
+// the in-flight bound) enables itself then: data-enable-in is how many
+// milliseconds after the page was rendered. The server still decides.
+(function () {
+  var buttons = document.querySelectorAll("button[data-enable-in]");
+  buttons.forEach(function (b) {
+    var wait = parseInt(b.dataset.enableIn, 10) || 0;
+    setTimeout(function () {
+      b.disabled = false;
+      b.removeAttribute("data-enable-in");
+      var hint = document.getElementById("failable");
+      if (hint) hint.textContent = "mark failed is allowed now: no request of its attempt can still commit";
+    }, wait + 250);
+  });
+})();

@@ -39,7 +39,9 @@
 // 190 per 10 s per private app); the next is answered 429 with
 // "errorType": "RATE_LIMIT", "policyName": "TEN_SECONDLY_ROLLING", a
 // Retry-After (whole seconds until a slot frees) and the
-// X-HubSpot-RateLimit-* headers. Refused requests do not count.
+// X-HubSpot-RateLimit-* headers (-Max, -Remaining and
+// -Interval-Milliseconds, which every admitted answer carries too, as
+// HubSpot's do). Refused requests do not count.
 //
 // # What it does not model
 //
@@ -224,7 +226,7 @@ func (h *Handler) reset() {
 func (h *Handler) route(pattern string, fn func(r *http.Request, t *objectType, body []byte) fault.Response) {
 	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, fakehttp.MaxBody)
-		if resp, ok := h.admit(r); !ok {
+		if resp, ok := h.admit(w, r); !ok {
 			resp.Write(w)
 			return
 		}
@@ -252,7 +254,7 @@ func (h *Handler) route(pattern string, fn func(r *http.Request, t *objectType, 
 }
 
 // admit checks the token and the rate limit.
-func (h *Handler) admit(r *http.Request) (fault.Response, bool) {
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (fault.Response, bool) {
 	auth := r.Header.Get("Authorization")
 	tok, isBearer := strings.CutPrefix(auth, "Bearer ")
 	switch {
@@ -287,6 +289,7 @@ func (h *Handler) admit(r *http.Request) (fault.Response, bool) {
 		return resp, false
 	}
 	h.recent = append(h.recent, now)
+	h.limitHeaders(w.Header(), h.cfg.RateLimit-len(h.recent))
 	return fault.Response{}, true
 }
 
@@ -412,6 +415,17 @@ func (h *Handler) checkProps(t *objectType, typ string, props map[string]string)
 
 // conflict reports a unique value of props held by a record other than
 // self.
+// conflictResp is HubSpot's 409 when another record of type typ holds a
+// unique value: for contacts (their email) HubSpot's own text, "Contact
+// already exists. Existing ID: N", which clients parse for the id.
+func (h *Handler) conflictResp(typ, name string, other *Record) fault.Response {
+	msg := fmt.Sprintf("%s already has that value. Existing ID: %s", name, other.ID)
+	if typ == "contacts" {
+		msg = "Contact already exists. Existing ID: " + other.ID
+	}
+	return h.errorResp(http.StatusConflict, "CONFLICT", msg, nil)
+}
+
 func conflict(t *objectType, props map[string]string, self *Record) (string, *Record) {
 	for name, idx := range t.unique {
 		if v := props[name]; v != "" {
@@ -495,7 +509,7 @@ func (h *Handler) create(r *http.Request, t *objectType, body []byte) fault.Resp
 		return resp
 	}
 	if name, other := conflict(t, in.Properties, nil); other != nil {
-		return h.errorResp(http.StatusConflict, "CONFLICT", fmt.Sprintf("%s already has that value. Existing ID: %s", name, other.ID), nil)
+		return h.conflictResp(r.PathValue("type"), name, other)
 	}
 	now := h.now()
 	rec := h.newRecord(t, typ, now)
@@ -559,7 +573,7 @@ func (h *Handler) upsert(r *http.Request, t *objectType, body []byte) fault.Resp
 		props[x.IDProperty] = x.ID
 		self := t.unique[x.IDProperty][x.ID]
 		if name, other := conflict(t, props, self); other != nil {
-			return h.errorResp(http.StatusConflict, "CONFLICT", fmt.Sprintf("%s already has that value. Existing ID: %s", name, other.ID), nil)
+			return h.conflictResp(r.PathValue("type"), name, other)
 		}
 	}
 	started := h.now()
@@ -677,7 +691,7 @@ func (h *Handler) patch(r *http.Request, t *objectType, body []byte) fault.Respo
 		return resp
 	}
 	if name, other := conflict(t, in.Properties, rec); other != nil {
-		return h.errorResp(http.StatusConflict, "CONFLICT", fmt.Sprintf("%s already has that value. Existing ID: %s", name, other.ID), nil)
+		return h.conflictResp(r.PathValue("type"), name, other)
 	}
 	now := h.now()
 	if write(t, rec, in.Properties, now) {

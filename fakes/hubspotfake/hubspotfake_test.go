@@ -175,6 +175,7 @@ func TestOfficialNodeClient(t *testing.T) {
 	check("invalid", "code", 400.0)
 	check("invalid", "category", "VALIDATION_ERROR")
 	check("conflict", "code", 409.0)
+	check("conflict", "message", "Contact already exists. Existing ID: "+steps["upsert1"]["id"].(string)) // HubSpot's text, which clients parse
 	check("unmodelled", "code", 501.0)
 	if msg, _ := steps["unmodelled"]["message"].(string); !strings.Contains(msg, "the fake does not model") {
 		t.Errorf("unmodelled: %q", msg)

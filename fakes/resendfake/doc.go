@@ -45,10 +45,11 @@
 // # Rate limit
 //
 // With Config.RateLimit set, each API key may make that many requests per
-// second of the fake's clock (Resend's default is 2); past it the answer is
-// 429 rate_limit_exceeded with ratelimit-limit, ratelimit-remaining,
-// ratelimit-reset and retry-after headers, and nothing happens. It is off
-// by default, so that tests on the system clock are not throttled.
+// second of the fake's clock (Resend's default is 2); every answer then
+// carries ratelimit-limit, ratelimit-remaining and ratelimit-reset, as
+// Resend's do, and past the limit the answer is 429 rate_limit_exceeded
+// with those and retry-after, and nothing happens. It is off by default,
+// so that tests on the system clock are not throttled.
 //
 // # What the fake does not model
 //

@@ -194,7 +194,7 @@ func (h *Handler) guard(fn http.HandlerFunc) http.HandlerFunc {
 			errorResp(http.StatusForbidden, "invalid_api_key", "API key is invalid").Write(w)
 			return
 		}
-		if resp, limited := h.rateLimit(key); limited {
+		if resp, limited := h.rateLimit(w, key); limited {
 			resp.Write(w)
 			return
 		}
@@ -203,8 +203,9 @@ func (h *Handler) guard(fn http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// rateLimit counts the request against key's window of one second.
-func (h *Handler) rateLimit(key string) (fault.Response, bool) {
+// rateLimit counts the request against key's window of one second and,
+// as Resend does on every response, sets the ratelimit-* headers on w.
+func (h *Handler) rateLimit(w http.ResponseWriter, key string) (fault.Response, bool) {
 	if h.cfg.RateLimit <= 0 {
 		return fault.Response{}, false
 	}
@@ -229,6 +230,10 @@ func (h *Handler) rateLimit(key string) (fault.Response, bool) {
 	}
 	win.used++
 	h.window[key] = win
+	hd := w.Header()
+	hd.Set("ratelimit-limit", strconv.Itoa(h.cfg.RateLimit))
+	hd.Set("ratelimit-remaining", strconv.Itoa(h.cfg.RateLimit-win.used))
+	hd.Set("ratelimit-reset", resetSecs)
 	return fault.Response{}, false
 }
 

@@ -31,6 +31,12 @@
 // fake clock's time in microseconds, unique and increasing per channel.
 // Metadata is returned by history only with include_all_metadata.
 //
+// Metadata whose event_type is not letters, digits, underscores and
+// hyphens (a period, other punctuation) is dropped as Slack drops it: the
+// message is posted without it, and the answer carries the warning
+// invalid_metadata_schema ("warning" and response_metadata.warnings), so
+// a lookup by that metadata never finds the message.
+//
 // Lag: a message appears in conversations.history Config.HistoryLag after
 // it was posted (default 0). Slack does not document a bound; the lag lets
 // a test exercise a lookup that must not trust an empty history too soon.
@@ -403,6 +409,7 @@ func (h *Handler) post(p params) fault.Response {
 		return slackError("msg_too_long")
 	}
 	var md *Metadata
+	warning := ""
 	if m, ok := p["metadata"]; ok {
 		raw, isStr := m.(string)
 		if !isStr {
@@ -417,6 +424,9 @@ func (h *Handler) post(p params) fault.Response {
 		if json.Unmarshal(obj["event_type"], &md.EventType) != nil || md.EventType == "" ||
 			json.Unmarshal(obj["event_payload"], &md.EventPayload) != nil || md.EventPayload == nil {
 			return slackError("invalid_metadata_schema")
+		}
+		if !validEventType(md.EventType) {
+			md, warning = nil, "invalid_metadata_schema" // posted, without its metadata
 		}
 	}
 	now := h.now()
@@ -447,7 +457,24 @@ func (h *Handler) post(p params) fault.Response {
 		key, _ = md.EventPayload[MetadataKeyField].(string)
 	}
 	h.journal.Append(fakes.Effect{Kind: KindMessage, ID: ch.id + "/" + s.msg.TS, Key: key, Params: params, At: now})
-	return answer(map[string]any{"channel": ch.id, "ts": s.msg.TS, "message": s.msg})
+	out := map[string]any{"channel": ch.id, "ts": s.msg.TS, "message": s.msg}
+	if warning != "" {
+		out["warning"] = warning
+		out["response_metadata"] = map[string]any{"warnings": []string{warning}}
+	}
+	return answer(out)
+}
+
+// validEventType reports whether Slack keeps metadata of event type t:
+// letters, digits, underscores and hyphens, "but not periods or other
+// punctuation" (Slack's message metadata guide).
+func validEventType(t string) bool {
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return t != ""
 }
 
 func formatTS(us int64) string { return fmt.Sprintf("%d.%06d", us/1e6, us%1e6) }

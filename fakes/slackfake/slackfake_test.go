@@ -239,7 +239,11 @@ func TestOfficialNodeClient(t *testing.T) {
 			t.Errorf("%s: %v\n%s", step, steps[step], out)
 		}
 	}
-	if j := s.Journal(); len(j) != 2 || j[0].Key != "key-1" {
+	check("dotted", "ok", true)
+	check("dotted", "warning", "invalid_metadata_schema")
+	check("dotted", "warnings", "invalid_metadata_schema")
+	check("dotted", "metadata", false)
+	if j := s.Journal(); len(j) != 3 || j[0].Key != "key-1" || j[2].Key != "" {
 		t.Fatalf("journal %+v\n%s", j, out)
 	}
 }

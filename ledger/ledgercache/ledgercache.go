@@ -80,6 +80,8 @@ var (
 	_ io.Closer      = (*Store)(nil)
 	_ ledger.Purger  = (*Store)(nil)
 	_ ledger.Watcher = (*Store)(nil)
+
+	_ ledger.RunIndexer = (*Store)(nil)
 )
 
 // New returns a Store caching the done records of next. cfg may be nil.
@@ -115,6 +117,9 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(),
 	}
 	return w.Watch(ctx, key)
 }
+
+// RunsIndexed implements ledger.RunIndexer with the wrapped store's answer.
+func (s *Store) RunsIndexed() bool { return ledger.RunsIndexed(s.next) }
 
 // Unwrap returns the wrapped store.
 func (s *Store) Unwrap() ledger.Store { return s.next }

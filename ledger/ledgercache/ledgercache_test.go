@@ -202,3 +202,8 @@ func TestWatchUnsupported(t *testing.T) {
 		t.Fatalf("Watch = %v, want ledger.ErrNoWatch", err)
 	}
 }
+
+// The cache hides none of the wrapped store's optional interfaces.
+func TestPassesCapabilities(t *testing.T) {
+	ledgertest.RunWrapper(t, func(next ledger.Store) ledger.Store { return ledgercache.New(next, nil) })
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncely/oncely/ledger"
 )
@@ -148,7 +149,13 @@ func migrate(ctx context.Context, db Beginner, cfg *Config, upto int) (err error
 
 // unavailable wraps an error from PostgreSQL or the connection (whether a
 // write took effect is unknown) in ledger.ErrUnavailable, keeping it in
-// the chain.
+// the chain. Text PostgreSQL cannot store (invalid UTF-8, a NUL byte:
+// SQLSTATE 22021 and 22P05) is the caller's bad input, refused before
+// anything was written: ledger.ErrInvalid, with a plain message.
 func unavailable(op string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05") {
+		return fmt.Errorf("ledgerpg: %s: %w: a value is not valid UTF-8 text or contains a NUL byte", op, ledger.ErrInvalid)
+	}
 	return fmt.Errorf("ledgerpg: %s: %w: %w", op, ledger.ErrUnavailable, err)
 }

@@ -3,13 +3,16 @@ package ledgerpg_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/oncely/oncely/client"
 	"github.com/oncely/oncely/ledger"
+	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
 )
 
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
@@ -158,4 +161,22 @@ func TestRoundTrips(t *testing.T) {
 	count("Extend in a transaction", 1, func() error { return st.Extend(ctx, q.Key, q.Owner, time.Now().Add(time.Minute)) })
 	count("Complete in a transaction", 1, func() error { return st.Complete(ctx, q.Key, q.Owner, ledger.Completion{Summary: "ok"}) })
 	t.Logf("%d round trips in all after warming up", w.roundTrips.Load()-base)
+}
+
+// Text PostgreSQL cannot store (invalid UTF-8, a NUL byte) in a key or a
+// filter is the caller's bad input: ledger.ErrInvalid with a plain
+// message, never ErrUnavailable with the server's raw error.
+func TestInvalidTextIsInvalid(t *testing.T) {
+	s := newStore(t, pgtest.Pool(t), nil)
+	ctx := context.Background()
+	for _, bad := range []string{"k\x00", "k\xff"} {
+		_, err := s.Get(ctx, bad)
+		if !errors.Is(err, ledger.ErrInvalid) || errors.Is(err, ledger.ErrUnavailable) || strings.Contains(err.Error(), "SQLSTATE") {
+			t.Errorf("Get(%q): %v", bad, err)
+		}
+		_, err = s.List(ctx, ledger.Filter{RunID: bad, Limit: 1})
+		if !errors.Is(err, ledger.ErrInvalid) || strings.Contains(err.Error(), "SQLSTATE") {
+			t.Errorf("List(run %q): %v", bad, err)
+		}
+	}
 }

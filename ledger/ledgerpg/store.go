@@ -367,6 +367,8 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 // reads a bounded number of records by time instead when it does not.
 func (s *Store) RunsIndexed() bool { return s.runIndex }
 
+var _ ledger.RunIndexer = (*Store)(nil)
+
 // Purge implements ledger.Purger. It deletes in statements of at most
 // PurgeBatch records each, skipping records a claim holds at that moment,
 // until a statement deletes fewer.

@@ -43,6 +43,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -109,6 +110,37 @@ func (l *Ledger) Close() error {
 	}
 	return nil
 }
+
+var (
+	_ ledger.Purger     = (*Ledger)(nil)
+	_ ledger.Watcher    = (*Ledger)(nil)
+	_ ledger.RunIndexer = (*Ledger)(nil)
+)
+
+// Purge implements ledger.Purger by passing the purge to the Store; it
+// returns an error wrapping errors.ErrUnsupported when the Store does not
+// purge (DynamoDB deletes expired records through its TTL).
+func (l *Ledger) Purge(ctx context.Context, before time.Time) (int, error) {
+	p, ok := l.Store.(ledger.Purger)
+	if !ok {
+		return 0, fmt.Errorf("ledger %s does not purge: %w", l.URL, errors.ErrUnsupported)
+	}
+	return p.Purge(ctx, before)
+}
+
+// Watch implements ledger.Watcher by passing the watch to the Store; it
+// returns an error wrapping ledger.ErrNoWatch when the Store cannot watch,
+// and the caller polls.
+func (l *Ledger) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	w, ok := l.Store.(ledger.Watcher)
+	if !ok {
+		return nil, nil, fmt.Errorf("ledger %s: %w", l.URL, ledger.ErrNoWatch)
+	}
+	return w.Watch(ctx, key)
+}
+
+// RunsIndexed implements ledger.RunIndexer with the Store's answer.
+func (l *Ledger) RunsIndexed() bool { return ledger.RunsIndexed(l.Store) }
 
 // Init prepares the backend for use and says what it did, a line per
 // step ("" when there is nothing to say): a DynamoDB table is created

@@ -14,6 +14,7 @@ import (
 	"github.com/oncely/oncely/ledger/ledgerdynamo/dynalitetest"
 	"github.com/oncely/oncely/ledger/ledgerpg/pgtest"
 	"github.com/oncely/oncely/ledger/ledgerredis/redistest"
+	"github.com/oncely/oncely/ledger/ledgertest"
 	"github.com/oncely/oncely/ledger/ledgerurl"
 )
 
@@ -218,5 +219,40 @@ func TestSchemes(t *testing.T) {
 	t.Parallel()
 	if got := strings.Join(ledgerurl.Schemes(), ","); got != "dynamodb,postgres,postgresql,redis,rediss,sqlite" {
 		t.Errorf("Schemes() = %s", got)
+	}
+}
+
+// A Ledger hides none of its Store's optional interfaces: over any store,
+// and as opened from a URL: PostgreSQL says its runs are not indexed (no
+// Config.RunIndex), SQLite watches its file.
+func TestPassesCapabilities(t *testing.T) {
+	t.Parallel()
+	ledgertest.RunWrapper(t, func(next ledger.Store) ledger.Store { return &ledgerurl.Ledger{Store: next, URL: "memory"} })
+	ctx := context.Background()
+	pg, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := pg.Query()
+	q.Set("schema", pgtest.Schema(t, pgtest.Pool(t)))
+	pg.RawQuery = q.Encode()
+	l, err := ledgerurl.Open(ctx, pg.String(), &ledgerurl.Config{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if ledger.RunsIndexed(l) {
+		t.Error("a PostgreSQL ledger without a run index says its runs are indexed")
+	}
+	s, err := ledgerurl.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "oncely.db"), &ledgerurl.Config{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, stop, err := s.Watch(ctx, "k")
+	if err != nil {
+		t.Errorf("a SQLite ledger does not watch: %v", err)
+	} else {
+		stop()
 	}
 }

@@ -15,6 +15,15 @@
 // HubSpot has no official Go client; the adapter speaks plain HTTP
 // through package providers (go-retryablehttp, one retry layer).
 //
+// The adapter never uses HubSpot's CRM search (POST
+// /crm/v3/objects/{type}/search), the lookup users often reach for: the
+// search reads an index that HubSpot updates seconds after a write, so a
+// record just created may be missing from it, and a "not found" from it
+// would have a reconciler create the record again. The upsert by a
+// unique property converges without any lookup, and the read by
+// idProperty above is consistent, so the adapter needs neither the
+// search nor its lag (fakes/hubspotfake does not model the search).
+//
 // # Errors
 //
 // Failures are *providers.ProviderError, classified from HubSpot's status

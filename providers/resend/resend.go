@@ -31,6 +31,16 @@
 // Inconclusive, never NotFound. So does a scan that ends before the list
 // does.
 //
+// The adapter sends one email per action, so it never uses Resend's POST
+// /emails/batch: a batch carries one Idempotency-Key for all its emails
+// (up to 100), accepted or refused as a whole in Resend's default strict
+// validation (its permissive mode sends part of it), so one action's key
+// could not stand for one email, and a repeat of a batch whose content
+// changed would be refused (invalid_idempotent_request) rather than send
+// the one email that is missing. An action that sends several emails is several
+// actions, each with its own key (fakes/resendfake does not model the
+// batch).
+//
 // Lag bound: none (a consistent list). What stays uncertain: an email the
 // list no longer shows (beyond Resend's retention of the account's email
 // log, or more than MaxListPages pages back), and any email whose tags the

@@ -19,7 +19,10 @@ import (
 func Example() {
 	srv := slackfake.NewServer(nil) // Slack in tests; omit APIURL in production
 	defer srv.Close()
-	channel := slack.New(&slack.Config{APIURL: srv.URL + "/api/", Token: "xoxb-...", Channel: "C0000000001"})
+	channel, err := slack.New(&slack.Config{APIURL: srv.URL + "/api/", Token: "xoxb-...", Channel: "C0000000001"})
+	if err != nil {
+		panic(err)
+	}
 
 	announce := client.Tool{
 		Name:     "announce_deploy",

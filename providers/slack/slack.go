@@ -97,7 +97,12 @@ type Config struct {
 	// RetryWaitMin/Max, MaxRetryAfter and Clock are used as package
 	// providers documents them; MaxBodyBytes and Classify are not.
 	HTTP providers.Config
-	// EventType is the metadata's event_type (default DefaultEventType).
+	// EventType is the metadata's event_type (default DefaultEventType):
+	// letters, digits, underscores and hyphens only. Slack drops metadata
+	// whose event_type has a period or other punctuation (it posts the
+	// message with an invalid_metadata_schema warning), so a lookup would
+	// never find the message and a retry would post it twice: New refuses
+	// such a name.
 	EventType string
 	// HistoryLag bounds how long after chat.postMessage answered a
 	// message may still be missing from conversations.history (default
@@ -137,9 +142,28 @@ type Client struct {
 	maxRetryAfter time.Duration
 }
 
+// ErrConfig: the adapter cannot work as configured.
+var ErrConfig = errors.New("slack: configuration")
+
+// ValidEventType reports whether Slack keeps metadata of event type t:
+// a non-empty name of letters, digits, underscores and hyphens.
+func ValidEventType(t string) bool {
+	if t == "" {
+		return false
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // New returns the adapter. Config.Token and Config.Channel are required
 // for requests to succeed (Slack answers not_authed, channel_not_found).
-func New(cfg *Config) *Client {
+// It returns an error wrapping ErrConfig when Config.EventType is not a
+// name Slack keeps (ValidEventType).
+func New(cfg *Config) (*Client, error) {
 	var c Config
 	if cfg != nil {
 		c = *cfg
@@ -152,6 +176,9 @@ func New(cfg *Config) *Client {
 	}
 	if c.EventType == "" {
 		c.EventType = DefaultEventType
+	}
+	if !ValidEventType(c.EventType) {
+		return nil, fmt.Errorf("%w: event type %q: Slack keeps metadata only of an event_type of letters, digits, underscores and hyphens, and drops the rest (invalid_metadata_schema), so the message could never be found again", ErrConfig, c.EventType)
 	}
 	if c.HistoryLag <= 0 {
 		c.HistoryLag = DefaultHistoryLag
@@ -214,7 +241,7 @@ func New(cfg *Config) *Client {
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
 	cl.api = slack.New(c.Token, slack.OptionAPIURL(c.APIURL), slack.OptionHTTPClient(rc.StandardClient()))
-	return cl
+	return cl, nil
 }
 
 // call is the state of one API call across its attempts.

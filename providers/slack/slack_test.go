@@ -49,7 +49,26 @@ func newClient(url string, cfg slack.Config) *slack.Client {
 	clk := cfg.HTTP.Clock
 	cfg.HTTP = adaptertest.HTTPConfig()
 	cfg.HTTP.Clock = clk
-	return slack.New(&cfg)
+	c, err := slack.New(&cfg)
+	if err != nil {
+		panic(err) // the tests' configurations are valid
+	}
+	return c
+}
+
+// New refuses an event type Slack drops (a period, other punctuation):
+// the adapter would post messages it can never find again.
+func TestNewRefusesEventTypeSlackDrops(t *testing.T) {
+	for _, et := range []string{"oncely.action", "oncely action", "oncely/action", "ação", "a:b"} {
+		if _, err := slack.New(&slack.Config{Token: "xoxb-test", Channel: "C1", EventType: et}); !errors.Is(err, slack.ErrConfig) {
+			t.Errorf("New with event type %q: %v, want ErrConfig", et, err)
+		}
+	}
+	for _, et := range []string{"", "oncely_action", "deploy-announced", "Task2"} {
+		if _, err := slack.New(&slack.Config{Token: "xoxb-test", Channel: "C1", EventType: et}); err != nil {
+			t.Errorf("New with event type %q: %v", et, err)
+		}
+	}
 }
 
 func TestPostUnderFaults(t *testing.T) {

@@ -67,6 +67,11 @@ func (p PaymentIntent) key() string { return p.Metadata[MetadataKey] }
 // It implements providers.Adapter.
 type PaymentIntents struct{ a *api }
 
+// Link implements providers.Linker: the PaymentIntent's page in Stripe's
+// Dashboard (under test/ for a test-mode key), when ref names one and the
+// adapter talks to Stripe's API; "" otherwise.
+func (s *PaymentIntents) Link(ref, _ string) string { return s.a.link(ref, "payments", "pi_") }
+
 // Create creates a PaymentIntent with downstreamKey as its Idempotency-Key
 // and metadata[oncely_key]. A repeat with the same key and parameters within
 // DedupWindow returns the first PaymentIntent (Replayed set). Failures are

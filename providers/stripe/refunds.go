@@ -62,6 +62,11 @@ func (r Refund) key() string { return r.Metadata[MetadataKey] }
 // providers.Adapter.
 type Refunds struct{ a *api }
 
+// Link implements providers.Linker: the refund's page in Stripe's
+// Dashboard (under test/ for a test-mode key), when ref names one and the
+// adapter talks to Stripe's API; "" otherwise.
+func (s *Refunds) Link(ref, _ string) string { return s.a.link(ref, "refunds", "re_") }
+
 // Create creates a refund with downstreamKey as its Idempotency-Key and
 // metadata[oncely_key]. Failures are *providers.ProviderError.
 func (s *Refunds) Create(ctx context.Context, downstreamKey string, p RefundParams) (*Refund, error) {

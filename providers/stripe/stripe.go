@@ -126,6 +126,9 @@ func New(baseURL string, cfg *Config) *Client {
 		header: http.Header{"Authorization": {"Bearer " + c.APIKey}, "Stripe-Version": {APIVersion}},
 		cfg:    c,
 	}
+	if u, err := url.Parse(baseURL); err == nil && u.Scheme == "https" && u.Host == "api.stripe.com" {
+		a.dashboard = "https://dashboard.stripe.com"
+	}
 	return &Client{PaymentIntents: &PaymentIntents{a}, Refunds: &Refunds{a}}
 }
 
@@ -150,9 +153,23 @@ func classify(e *providers.ProviderError) {
 }
 
 type api struct {
-	hc     *providers.Client
-	header http.Header
-	cfg    Config
+	hc        *providers.Client
+	header    http.Header
+	cfg       Config
+	dashboard string // the Dashboard's base URL, "" when baseURL is not Stripe's API
+}
+
+// link is the Dashboard's page of the object ref: "payments/pi_..." or
+// "refunds/re_...", under "test/" for a test-mode key.
+func (a *api) link(ref, section, prefix string) string {
+	if a.dashboard == "" || !strings.HasPrefix(ref, prefix) || strings.ContainsAny(ref, "/?#") {
+		return ""
+	}
+	mode := ""
+	if strings.HasPrefix(a.cfg.APIKey, "sk_test_") || strings.HasPrefix(a.cfg.APIKey, "rk_test_") {
+		mode = "test/"
+	}
+	return a.dashboard + "/" + mode + section + "/" + url.PathEscape(ref)
 }
 
 func (a *api) create(ctx context.Context, path, key string, form url.Values, out any) (*providers.Response, error) {

@@ -433,3 +433,29 @@ func TestPaymentIntentLookupPagesSearch(t *testing.T) {
 	wantLookup(t, newClient(s.URL, cfg(0)).PaymentIntents, "page-key", providers.Found, target.ID)
 	wantLookup(t, newClient(s.URL, cfg(1)).PaymentIntents, "page-key-absent", providers.NotFound, "")
 }
+
+// The adapters link an object to its page in Stripe's Dashboard, in the
+// key's mode, and only when they talk to Stripe's API.
+func TestLink(t *testing.T) {
+	live := stripe.New("https://api.stripe.com", &stripe.Config{APIKey: "sk_live_x"})
+	test := stripe.New("https://api.stripe.com", &stripe.Config{APIKey: "sk_test_x"})
+	fake := stripe.New("http://127.0.0.1:1", &stripe.Config{APIKey: "sk_test_x"})
+	var _ providers.Linker = live.Refunds
+	for _, tc := range []struct {
+		l         providers.Linker
+		ref, want string
+	}{
+		{live.Refunds, "re_123", "https://dashboard.stripe.com/refunds/re_123"},
+		{test.Refunds, "re_123", "https://dashboard.stripe.com/test/refunds/re_123"},
+		{live.PaymentIntents, "pi_9", "https://dashboard.stripe.com/payments/pi_9"},
+		{test.PaymentIntents, "pi_9", "https://dashboard.stripe.com/test/payments/pi_9"},
+		{live.Refunds, "pi_9", ""},   // not a refund
+		{live.Refunds, "", ""},       // no reference yet
+		{live.Refunds, "re_1/x", ""}, // not an id
+		{fake.Refunds, "re_123", ""}, // no Dashboard behind a fake
+	} {
+		if got := tc.l.Link(tc.ref, "dk"); got != tc.want {
+			t.Errorf("%T.Link(%q) = %q, want %q", tc.l, tc.ref, got, tc.want)
+		}
+	}
+}

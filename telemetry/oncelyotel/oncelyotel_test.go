@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncely/oncely/client"
 	"github.com/oncely/oncely/ledger/ledgermem"
+	"github.com/oncely/oncely/ledger/ledgertest"
 	"github.com/oncely/oncely/telemetry/oncelyotel"
 )
 
@@ -213,4 +214,10 @@ func TestFreshReplayReconcile(t *testing.T) {
 	if got := executes[3].Status().Code.String(); got != "Error" {
 		t.Errorf("uncertain call's span status: %s", got)
 	}
+}
+
+// The traced store hides none of the wrapped store's optional interfaces.
+func TestStorePassesCapabilities(t *testing.T) {
+	tel := newTelemetry(t)
+	ledgertest.RunWrapper(t, tel.in.Store)
 }

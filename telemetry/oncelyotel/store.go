@@ -3,6 +3,7 @@ package oncelyotel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -14,7 +15,9 @@ import (
 
 // Store returns s with a span and a latency measurement per operation:
 // oncely.claim, oncely.record (Complete and Fail), oncely.extend,
-// oncely.get and oncely.list. It implements ledger.Purger when s does.
+// oncely.get and oncely.list. It implements ledger.Purger when s does,
+// and ledger.Watcher and ledger.RunIndexer always, with s's answers (Watch
+// returns an error wrapping ledger.ErrNoWatch when s cannot watch).
 func (in *Instruments) Store(s ledger.Store) ledger.Store {
 	ts := &store{next: s, in: in}
 	if p, ok := s.(ledger.Purger); ok {
@@ -98,6 +101,19 @@ func (s *store) List(ctx context.Context, f ledger.Filter) (recs []ledger.Record
 	}, attribute.String("oncely.state", string(f.State)))
 	return recs, err
 }
+
+// Watch passes the watch to the wrapped store, untraced: a watch lasts as
+// long as a wait, not a ledger operation.
+func (s *store) Watch(ctx context.Context, key string) (<-chan struct{}, func(), error) {
+	w, ok := s.next.(ledger.Watcher)
+	if !ok {
+		return nil, nil, fmt.Errorf("oncelyotel: %T: %w", s.next, ledger.ErrNoWatch)
+	}
+	return w.Watch(ctx, key)
+}
+
+// RunsIndexed answers with the wrapped store's answer.
+func (s *store) RunsIndexed() bool { return ledger.RunsIndexed(s.next) }
 
 // purgerStore is a traced store whose backend purges.
 type purgerStore struct {

@@ -45,3 +45,8 @@ await failure('no_text', () => web.chat.postMessage({ channel }));
 await failure('bad_metadata', () => web.chat.postMessage({ channel, text: 'x', metadata: { event_payload: {} } }));
 await failure('unmodelled', () => web.chat.update({ channel, ts: posted.ts, text: 'edited' }));
 await failure('unmodelled_param', () => web.chat.postMessage({ channel, text: 'x', thread_ts: posted.ts }));
+
+// Slack drops metadata whose event_type has a period: the message is
+// posted, without it, with an invalid_metadata_schema warning.
+const dotted = await web.chat.postMessage({ channel, text: 'Dotted', metadata: { event_type: 'oncely.action', event_payload: { oncely_key: key + '-dotted' } } });
+out('dotted', { ok: dotted.ok, warning: dotted.warning ?? '', warnings: (dotted.response_metadata?.warnings ?? []).join(','), metadata: dotted.message?.metadata !== undefined });
