@@ -35,7 +35,7 @@ func TestAdapterWithinGitHubsDescription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := github.New(client, "acme", "widgets", &github.Config{Clock: clk, SearchLag: boundLag, ClockSkew: skew, MaxRetries: -1})
+	c := github.New(client, "acme", "widgets", &github.Config{Clock: clk, SearchLag: boundLag, ClockSkew: skew, MaxRetries: -1, Timeout: 5 * time.Minute})
 	ctx := context.Background()
 
 	is, err := c.Issues.Create(ctx, "prism-issue", gh.CreateIssueRequest{Title: "Export fails", Body: gh.Ptr("On empty carts."), Labels: []string{"bug"}})
