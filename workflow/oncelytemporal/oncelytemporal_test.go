@@ -53,16 +53,22 @@ func receiptWorkflow(ctx workflow.Context, in Receipt) (string, error) {
 			InitialInterval: time.Second, BackoffCoefficient: 1, MaximumAttempts: 5,
 		},
 	})
-	var out Sent
+	var out oncelytemporal.Done[Sent]
 	if err := workflow.ExecuteActivity(ctx, activityName, in).Get(ctx, &out); err != nil {
 		return "", err
 	}
-	return out.MessageID, nil
+	if !out.Known {
+		return "ref:" + out.Ref, nil
+	}
+	return out.Value.MessageID, nil
 }
+
+// act is an activity function as the tests register it.
+type act = func(context.Context, Receipt) (oncelytemporal.Done[Sent], error)
 
 // sendWithOncely is the activity's effect made once per order and
 // workflow: the mail adapter sends with the action's key as reference.
-func sendWithOncely(t *testing.T, exec *client.Executor, mailer *mail.Client, opts oncelytemporal.Options[Sent]) func(context.Context, Receipt) (Sent, error) {
+func sendWithOncely(t *testing.T, exec *client.Executor, mailer *mail.Client, opts oncelytemporal.Options[Sent]) act {
 	t.Helper()
 	opts.Identity = []oncelytemporal.Key{{Expr: "orderId", Norm: client.String}}
 	opts.Reconciler = reconcile.New(mailer, nil)
@@ -78,12 +84,12 @@ func sendWithOncely(t *testing.T, exec *client.Executor, mailer *mail.Client, op
 	if err != nil {
 		t.Fatal(err)
 	}
-	return send
+	return send.Execute
 }
 
 // sendPlain is the same effect without oncely: one POST per call.
-func sendPlain(baseURL string) func(context.Context, Receipt) (Sent, error) {
-	return func(ctx context.Context, in Receipt) (Sent, error) {
+func sendPlain(baseURL string) act {
+	send := func(ctx context.Context, in Receipt) (Sent, error) {
 		body, _ := json.Marshal(map[string]string{
 			"from": "shop@example.com", "to": in.To, "subject": "Receipt for " + in.OrderID, "text": in.Text,
 		})
@@ -108,26 +114,30 @@ func sendPlain(baseURL string) func(context.Context, Receipt) (Sent, error) {
 		}
 		return Sent{MessageID: m.ID}, nil
 	}
+	return func(ctx context.Context, in Receipt) (oncelytemporal.Done[Sent], error) {
+		out, err := send(ctx, in)
+		return oncelytemporal.Done[Sent]{Value: out, Known: err == nil}, err
+	}
 }
 
 // lostAfterEffect is an activity whose first attempt makes the effect and
 // then fails before Temporal learns of it: the worker lost the attempt
 // after the send (a crash, a timeout, a failure in what follows the send).
 // Temporal retries the activity.
-func lostAfterEffect(send func(context.Context, Receipt) (Sent, error)) func(context.Context, Receipt) (Sent, error) {
-	return func(ctx context.Context, in Receipt) (Sent, error) {
+func lostAfterEffect(send act) act {
+	return func(ctx context.Context, in Receipt) (oncelytemporal.Done[Sent], error) {
 		out, err := send(ctx, in)
 		if err != nil {
-			return Sent{}, err
+			return out, err
 		}
 		if activity.GetInfo(ctx).Attempt == 1 {
-			return Sent{}, errors.New("attempt lost after the effect")
+			return oncelytemporal.Done[Sent]{}, errors.New("attempt lost after the effect")
 		}
 		return out, nil
 	}
 }
 
-func newEnv(s *testsuite.WorkflowTestSuite, workflowID string, act func(context.Context, Receipt) (Sent, error)) *testsuite.TestWorkflowEnvironment {
+func newEnv(s *testsuite.WorkflowTestSuite, workflowID string, act act) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflow(receiptWorkflow)
 	env.RegisterActivityWithOptions(act, activity.RegisterOptions{Name: activityName})
@@ -222,15 +232,22 @@ func TestRetryAfterAmbiguousSend(t *testing.T) {
 		mailer := mail.New(srv.URL, &mail.Config{IndexLag: 0})
 		store := ledgermem.New(nil)
 		exec := client.New(store, nil)
-		send := sendWithOncely(t, exec, mailer, oncelytemporal.Options[Sent]{ZeroOnLostResult: true})
+		send := sendWithOncely(t, exec, mailer, oncelytemporal.Options[Sent]{})
 		env := newEnv(suite(), "order-B-2", send)
 		env.ExecuteWorkflow(receiptWorkflow, in)
+		// The default options complete the workflow: the reconciled send
+		// is a Done that says its Sent is unknown and carries the message
+		// id the lookup found.
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
 		journal := srv.Journal()
 		if len(journal) != 1 {
 			t.Fatalf("receipts sent with oncely = %d, want 1", len(journal))
+		}
+		var got string
+		if err := env.GetWorkflowResult(&got); err != nil || got != "ref:"+journal[0].ID {
+			t.Fatalf("workflow result %q (%v), want the reconciled reference ref:%s", got, err, journal[0].ID)
 		}
 		recs, err := store.List(context.Background(), ledger.Filter{})
 		if err != nil {
@@ -313,7 +330,7 @@ func TestInvalidInputIsNotRetried(t *testing.T) {
 	exec := client.New(ledgermem.New(nil), nil)
 	attempts := 0
 	send := sendWithOncely(t, exec, mailer, oncelytemporal.Options[Sent]{})
-	env := newEnv(suite(), "order-none", func(ctx context.Context, in Receipt) (Sent, error) {
+	env := newEnv(suite(), "order-none", func(ctx context.Context, in Receipt) (oncelytemporal.Done[Sent], error) {
 		attempts++
 		return send(ctx, in)
 	})
@@ -340,7 +357,7 @@ func TestOutsideActivity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = send(context.Background(), Receipt{OrderID: "X"})
+	_, err = send.Execute(context.Background(), Receipt{OrderID: "X"})
 	if !errors.Is(err, oncelytemporal.ErrNotActivity) || ran {
 		t.Fatalf("err = %v, ran = %v; want ErrNotActivity and nothing run", err, ran)
 	}
@@ -359,7 +376,7 @@ func TestConflictIsNotRetried(t *testing.T) {
 	})
 	for i, to := range []string{"ada@example.com", "bob@example.com"} {
 		attempts := 0
-		env := newEnv(suite(), "order-D-4", func(ctx context.Context, in Receipt) (Sent, error) {
+		env := newEnv(suite(), "order-D-4", func(ctx context.Context, in Receipt) (oncelytemporal.Done[Sent], error) {
 			attempts++
 			return send(ctx, in)
 		})
