@@ -57,9 +57,11 @@ type Config struct {
 	// the id WithRunID put there). Use an id that stays the same when the
 	// work is repeated: the conversation, the flow's business key.
 	RunID func(ctx context.Context) string
-	// Summary describes an executed call's output for the ledger, which
-	// replays it to a repeat (default: the output as JSON, at most 200
-	// bytes).
+	// Summary describes an executed call's output in one line for the
+	// model's message and the ledger, which replays it to a repeat
+	// (default: the output's Summary() or String() method when it has
+	// one, else "<tool> done"). The output itself reaches the model as
+	// Output.Result, not inside the message.
 	Summary func(out any) string
 	// OnCall, when set, is called after each call with its result and the
 	// executor's error (oncely could not guard the call; the Output still
@@ -106,7 +108,8 @@ func Wrap[In, Out any](exec *client.Executor, t client.Tool, fn ai.ToolFunc[In, 
 		c.RunID = RunIDFrom
 	}
 	if c.Summary == nil {
-		c.Summary = jsonSummary
+		name := t.Name
+		c.Summary = func(out any) string { return defaultSummary(name, out) }
 	}
 	if t.Run != nil {
 		return nil, fmt.Errorf("%w: %s: Run is set; Wrap runs fn", ErrTool, t.Name)
@@ -172,13 +175,15 @@ func DefineTool[In, Out any](g *genkit.Genkit, exec *client.Executor, t client.T
 	return genkit.DefineTool(g, t.Name, description, wrapped, opts...), nil
 }
 
-func jsonSummary(out any) string {
-	b, err := json.Marshal(out)
-	if err != nil {
-		return fmt.Sprint(out)
+// defaultSummary is the output's own one-line description when it has
+// one, else "<tool> done": never the output's JSON, which the model gets
+// as Output.Result.
+func defaultSummary(tool string, out any) string {
+	switch o := out.(type) {
+	case interface{ Summary() string }:
+		return o.Summary()
+	case fmt.Stringer:
+		return o.String()
 	}
-	if len(b) > 200 {
-		return string(b[:197]) + "..."
-	}
-	return string(b)
+	return tool + " done"
 }

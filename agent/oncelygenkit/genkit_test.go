@@ -176,6 +176,11 @@ func TestModelCallsAgain(t *testing.T) {
 		if first.Outcome != "executed" || first.Result == nil || first.Result.MessageID != id {
 			t.Errorf("first call told %+v", first)
 		}
+		// The message is text for the model, not the result's JSON (which
+		// it gets as Result).
+		if first.Message != "Done: send_reply done" || strings.Contains(repeat.Message, "{") {
+			t.Errorf("the model was told %q and %q, want a summary without JSON", first.Message, repeat.Message)
+		}
 		if repeat.Outcome != "already done" || repeat.Result == nil || repeat.Result.MessageID != id || repeat.Message == first.Message {
 			t.Errorf("the repeat was told %+v", repeat)
 		}
