@@ -22,6 +22,13 @@
 // ledger's Retention; give each business execution its own workflow id
 // (order-42-refund), or set Options.RunID.
 //
+// The iterations of a continue-as-new chain share the workflow id: an
+// activity with the same identity on each iteration acts once for the
+// chain, and the later iterations get a Done with Replayed set. When each
+// iteration is meant to act (a weekly digest), put the iteration, the
+// period or the batch in the identity (Options.Identity: {"listId"},
+// {"iteration"}).
+//
 // # Errors Temporal sees
 //
 // The outcomes that no retry can change are non-retryable application
