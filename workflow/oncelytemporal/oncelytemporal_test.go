@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	tclient "go.temporal.io/sdk/client"
@@ -139,6 +140,9 @@ func lostAfterEffect(send act) act {
 
 func newEnv(s *testsuite.WorkflowTestSuite, workflowID string, act act) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
+	// The workflow code is trivial: a goroutine starved for a second on
+	// busy cores under -race is not a deadlock.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	env.RegisterWorkflow(receiptWorkflow)
 	env.RegisterActivityWithOptions(act, activity.RegisterOptions{Name: activityName})
 	env.SetStartWorkflowOptions(tclient.StartWorkflowOptions{ID: workflowID})
@@ -395,5 +399,83 @@ func TestConflictIsNotRetried(t *testing.T) {
 	}
 	if n := receiptsSent(srv); n != 1 {
 		t.Fatalf("receipts sent = %d, want 1", n)
+	}
+}
+
+type namedActs struct{}
+
+func (*namedActs) Refund(context.Context, Receipt) (Sent, error) { return Sent{MessageID: "re_1"}, nil }
+
+func Notify(context.Context, Receipt) (Sent, error) { return Sent{MessageID: "n_1"}, nil }
+
+// NotifyWorkflow calls the two wrapped activities by function reference:
+// a method value of a struct whose methods are activities, and a
+// function.
+func NotifyWorkflow(ctx workflow.Context, in Receipt) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	var a *namedActs
+	var r, n oncelytemporal.Done[Sent]
+	if err := workflow.ExecuteActivity(ctx, a.Refund, in).Get(ctx, &r); err != nil {
+		return "", err
+	}
+	if err := workflow.ExecuteActivity(ctx, Notify, in).Get(ctx, &n); err != nil {
+		return "", err
+	}
+	return r.Value.MessageID + " " + n.Value.MessageID, nil
+}
+
+// Wrapped activities keep the names Temporal gives the unwrapped
+// functions: two register side by side (they were both "func1", and the
+// second registration panicked), and the workflow calls them by function
+// reference.
+func TestActivityNames(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	opts := oncelytemporal.Options[Sent]{Identity: []oncelytemporal.Key{{Expr: "orderId"}}}
+	refund, err := oncelytemporal.Activity(exec, "refund", opts, (&namedActs{}).Refund)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notify, err := oncelytemporal.Activity(exec, "notify", opts, Notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refund.Name() != "Refund" || notify.Name() != "Notify" {
+		t.Fatalf("names %q and %q, want Refund and Notify", refund.Name(), notify.Name())
+	}
+	env := suite().NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	env.RegisterWorkflow(NotifyWorkflow)
+	refund.Register(env)
+	notify.Register(env)
+	env.SetStartWorkflowOptions(tclient.StartWorkflowOptions{ID: "order-N-1"})
+	env.ExecuteWorkflow(NotifyWorkflow, Receipt{OrderID: "N-1"})
+	var got string
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.GetWorkflowResult(&got); err != nil || got != "re_1 n_1" {
+		t.Fatalf("result %q, %v", got, err)
+	}
+}
+
+// The retry budget must outlast a dead attempt's claim.
+func TestRetryBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s2c, sched time.Duration
+		rp         *temporal.RetryPolicy
+		ok         bool
+	}{
+		{time.Minute, 0, nil, true},
+		{time.Minute, 0, &temporal.RetryPolicy{MaximumAttempts: 3}, true},
+		{time.Minute, 0, &temporal.RetryPolicy{MaximumAttempts: 2}, false},
+		{time.Minute, 2 * time.Minute, nil, false},
+		{time.Minute, 3 * time.Minute, nil, true},
+		{0, 0, nil, false},
+	} {
+		if err := oncelytemporal.RetryBudget(tc.s2c, tc.sched, tc.rp); (err == nil) != tc.ok {
+			t.Errorf("RetryBudget(%v, %v, %+v) = %v, want ok %v", tc.s2c, tc.sched, tc.rp, err, tc.ok)
+		}
 	}
 }
