@@ -13,7 +13,7 @@
 #   make chaos   a long seeded chaos run (CHAOS_RUNS, CHAOS_SEED)
 #   make faultpoints  the fault-point enumeration with every pair of points failed
 #   make lambda-build  the Lambda example's bootstrap for linux/arm64
-#   make screenshots  the README's console screenshots, taken by its browser test
+#   make screenshots  the console screenshots of docs/operating.md, taken by its browser test
 
 GO       ?= go
 # Every package of the root workspace (go.work: the core module and the
@@ -131,7 +131,7 @@ lambda-build:
 clean:
 	rm -rf .tmp tools/dynalite/node_modules tools/mcp/node_modules tools/peers/node_modules
 
-# The console's screenshots in the README (console/screenshots), taken by
+# The console's screenshots in docs/operating.md (console/screenshots), taken by
 # its browser test in headless Chromium (Debian's package chromium).
 screenshots:
 	@mkdir -p console/screenshots

@@ -133,7 +133,7 @@ const (
 	// time.
 	longLease, longRetention = 200 * time.Millisecond, time.Second
 	// uncertainBound is the longest an action stays uncertain with the
-	// default reconcile configuration (see the README): from the record's
+	// default reconcile configuration (see docs/concepts.md): from the record's
 	// lease end or settlement, InFlight plus the lookup's index lag.
 	uncertainBound = lease + reconcile.DefaultInFlight + indexLagBound + time.Second
 )

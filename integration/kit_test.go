@@ -206,7 +206,7 @@ func (k *kit) build(opt kitOptions) {
 		if opt.clock == nil {
 			return nil
 		}
-		// The defaults of InFlight and MaxWait (the README's bound rests
+		// The defaults of InFlight and MaxWait (docs/concepts.md's bound rests
 		// on them), on the kit's fake clock: a wait advances it. Longer
 		// intervals than the defaults only make fewer lookups per pass.
 		return reconcile.New(a, &reconcile.Config{Clock: opt.clock, Sleep: sleeper(opt.clock),

@@ -16,7 +16,7 @@ import (
 	"github.com/oncely/oncely/reconcile"
 )
 
-// --- The adapter (the README's "Writing an adapter" quotes from here to
+// --- The adapter (docs/providers.md's "Writing an adapter" quotes from here to
 // the next marker.) ---
 
 // Notes is an adapter for a notes API that has no idempotency: the

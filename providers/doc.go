@@ -13,7 +13,7 @@
 // stays so across retries.
 //
 // The adapters live in subpackages, one per mechanism of passing the key
-// downstream (the README's "Providers: passing the key downstream"):
+// downstream (docs/providers.md, "Providers: passing the key downstream"):
 // stripe (idempotency header, search and list lookups), mail (reference
 // search), crm (upsert by external id), keyheader (any API that honours
 // the IETF Idempotency-Key header), resend (email through Resend's

@@ -21,7 +21,7 @@ import (
 )
 
 // screenshots, when set, is the directory the browser test writes the
-// README's screenshots to (make screenshots).
+// screenshots of docs/operating.md to (make screenshots).
 var screenshots = flag.String("screenshots", "", "write the console's screenshots (overview, an action's page) to this directory")
 
 // chromium returns the path of a Chromium (Debian's package chromium,

@@ -47,11 +47,11 @@ else the embedded SQLite file ./oncely.db (created if missing).`,
 	lease := cmd.Flags().Duration("lease", 0, "how long a claim blocks repeats while the upstream runs the call (default: the configuration's lease, else 2m)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *config == "" {
-			return usageErr("oncely mcp --config gateway.json (see the README's MCP gateway section)", "no --config")
+			return usageErr("oncely mcp --config gateway.json (see docs/mcp-gateway.md)", "no --config")
 		}
 		cfg, err := mcpgateway.LoadConfig(*config)
 		if err != nil {
-			return usageErr("check the configuration file against the README's MCP gateway section", "%v", err)
+			return usageErr("check the configuration file against docs/mcp-gateway.md", "%v", err)
 		}
 		if *runID == "" {
 			*runID = os.Getenv(mcpgateway.RunIDEnv)
@@ -81,7 +81,7 @@ else the embedded SQLite file ./oncely.db (created if missing).`,
 		gw, err := mcpgateway.New(ctx, l, cfg, &mcpgateway.Options{Logger: logger})
 		switch {
 		case errors.Is(err, mcpgateway.ErrConfig):
-			return usageErr("check the configuration against the README's MCP gateway section", "%v", err)
+			return usageErr("check the configuration against docs/mcp-gateway.md", "%v", err)
 		case err != nil:
 			return opErr(err, "check that the upstream MCP server starts (or answers) as configured")
 		}
