@@ -191,7 +191,9 @@ func (e *Executor) Stats() Stats {
 //
 // Concurrent identical calls in this process are merged: the tool runs
 // once and every caller gets the same Result (with Shared set), computed
-// under the context of the first caller.
+// under the context of the first caller, except that a call merged into
+// one that executed is answered AlreadyDone ("Already done"): the model
+// that asked twice in one answer is told the second was not done again.
 func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result, error) {
 	if e.envErr != nil {
 		// Whether the program meant oncely on or off is unknown: nothing
@@ -232,11 +234,19 @@ func (e *Executor) Execute(ctx context.Context, runID string, call Call) (Result
 	if id.fingerprint != "" {
 		flight += "|" + id.fingerprint
 	}
+	ran := false // this caller's function ran: it is the first of the merged calls
 	v, _, shared := e.group.Do(flight, func() (any, error) {
+		ran = true
 		r, err := e.execute(ctx, t, id, runID, call)
 		return answer{r, err}, nil
 	})
 	a := v.(answer)
+	if !ran && a.r.Outcome == Executed {
+		// A concurrent identical call (two identical tool calls in one
+		// model answer) did it: this one is told so, not "Done" twice.
+		a.r.Outcome = AlreadyDone
+		a.r.Text = textAlreadyDone(t.Scope, a.r.Summary)
+	}
 	if shared {
 		e.n.merged.Add(1)
 		e.cnt.Add(counters.Counts{Tool: t.Name, Merged: 1})

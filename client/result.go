@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Outcome is what happened to a call.
@@ -63,6 +64,12 @@ type Result struct {
 	// Err is the cause of a Failed, Uncertain or InvalidInput outcome.
 	Err error
 	// Shared: the result was produced for a concurrent identical call in
-	// this process and shared with this one.
+	// this process and shared with this one (set on every merged call; the
+	// calls merged into one that executed are AlreadyDone).
 	Shared bool
+	// TakeoverAt, for InProgress, is when the claim that blocked the call
+	// may be taken over if its owner never finishes (ledger.TakeoverAt of
+	// the record): a caller that retries should retry then. Zero when it
+	// is not known.
+	TakeoverAt time.Time
 }

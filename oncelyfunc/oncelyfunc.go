@@ -81,10 +81,10 @@ type Options[Out any] struct {
 	// Ref is the provider reference of a done call (default "").
 	Ref func(Out) string
 	// Reconciler is asked after an ambiguous outcome (see client.Tool).
+	// When it finds the effect, the provider's reference and summary it
+	// returned are what a repeat learns of the action (Done.Ref,
+	// Done.Summary): Out itself was never recorded.
 	Reconciler client.Reconciler
-	// ZeroOnLostResult: a call that finds the action done without its Out
-	// (see ErrResultNotKept) returns Out's zero value and no error.
-	ZeroOnLostResult bool
 	// ErrorsAreDefinite: fn's unmarked errors mean that nothing happened,
 	// so a retry runs fn again (Powertools' behaviour, which deletes the
 	// record when the function throws). By default an unmarked error may
@@ -134,6 +134,75 @@ func Wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 // an identity it is an InvalidInput Result without a key.
 func WrapResult[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, client.Result, error), error) {
 	return wrap(exec, name, opts, fn)
+}
+
+// Done is a done action as a value: the function's output when it is
+// known, and the provider's reference to the effect either way.
+//
+// An action can be done without its output: a Reconciler found the effect
+// after the run that made it died before recording its output, an
+// operator resolved the record (ledger.Resolve), or the output was over
+// the ledger's result limit. Then Known is false, Value is Out's zero
+// value and must not be read as data, and Ref and Summary are what the
+// reconciler's lookup returned (the provider's object id and a line
+// describing it) or what the operator recorded. Test Known before using
+// Value:
+//
+//	if d.Known { use(d.Value) } else { useRef(d.Ref) }
+//
+// The zero Done is "result unknown" with no reference: it never claims
+// data it does not have.
+type Done[Out any] struct {
+	// Value is the function's output, this call's or the first call's
+	// replayed from the ledger; Out's zero value when Known is false.
+	Value Out `json:"value"`
+	// Known reports whether Value is the function's real output.
+	Known bool `json:"known"`
+	// Ref is the provider's reference to the effect: Options.Ref of the
+	// output, or what a reconciler's lookup found ("" when unknown).
+	Ref string `json:"ref,omitempty"`
+	// Summary describes the effect: Options.Summary of the output, or the
+	// line a reconciler's lookup returned.
+	Summary string `json:"summary,omitempty"`
+	// Replayed: the action was done by an earlier call (the executor's
+	// AlreadyDone, or this call reconciled an earlier attempt's effect),
+	// not by this call's run of the function.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// WrapDone is WrapResult whose function answers a done action with a
+// Done rather than an error when its output was not kept: "done, result
+// unknown" is a value (Done.Known false, with the provider's reference),
+// not ErrResultNotKept. Every other outcome is answered as by Wrap.
+func WrapDone[In, Out any](exec *client.Executor, name string, opts Options[Out], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Done[Out], client.Result, error), error) {
+	call, err := wrap(exec, name, opts, fn)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, in In) (Done[Out], client.Result, error) {
+		out, res, err := call(ctx, in)
+		return DoneOf(out, res, err)
+	}, nil
+}
+
+// DoneOf turns the answer of a function made by WrapResult into a Done:
+// a done outcome (client.Executed, client.AlreadyDone), with or without
+// its output, is a Done and no error; anything else is err as it is.
+func DoneOf[Out any](out Out, res client.Result, err error) (Done[Out], client.Result, error) {
+	done := res.Outcome == client.Executed || res.Outcome == client.AlreadyDone
+	if !done || err != nil && !errors.Is(err, ErrResultNotKept) {
+		return Done[Out]{}, res, err
+	}
+	d := Done[Out]{Known: err == nil, Ref: res.Ref, Summary: res.Summary, Replayed: res.Outcome == client.AlreadyDone}
+	if d.Known {
+		d.Value = out
+	} else {
+		// Without a kept output the effect was not made by this call's
+		// run of the function: a reconciler found it, or it was settled
+		// without its output.
+		d.Replayed = true
+	}
+	return d, res, nil
 }
 
 // DownstreamKey returns, inside a function wrapped by Wrap, the key to pass
@@ -232,9 +301,9 @@ func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 			if h.ran {
 				return h.out, res, nil
 			}
-			out, err = decode[Out](res.Payload, opts.ZeroOnLostResult) // merged with a concurrent call, or reconciled
+			out, err = decode[Out](res.Payload) // merged with a concurrent call, or reconciled
 		case client.AlreadyDone:
-			out, err = decode[Out](res.Payload, opts.ZeroOnLostResult)
+			out, err = decode[Out](res.Payload)
 		case client.Failed:
 			err = res.Err
 		case client.InProgress:
@@ -250,12 +319,9 @@ func wrap[In, Out any](exec *client.Executor, name string, opts Options[Out], fn
 	}, nil
 }
 
-func decode[Out any](payload json.RawMessage, zeroOK bool) (Out, error) {
+func decode[Out any](payload json.RawMessage) (Out, error) {
 	var out Out
 	if len(payload) == 0 {
-		if zeroOK {
-			return out, nil
-		}
 		return out, ErrResultNotKept
 	}
 	out, err := decodeExact[Out](payload)

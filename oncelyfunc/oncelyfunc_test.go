@@ -214,30 +214,38 @@ func TestFailures(t *testing.T) {
 }
 
 // An output over the ledger's result limit is returned to the first
-// caller; a repeat says it was not kept, or returns the zero value when
-// asked to.
+// caller; a repeat through Wrap says it was not kept, and through
+// WrapDone is a Done that says so (Known false) with the reference.
 func TestResultTooLargeToKeep(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("x", 70<<10) // over the executor's 64 KiB default
-	for _, zero := range []bool{false, true} {
-		charge := newCharge(t, oncelyfunc.Options[receipt]{
-			Identity:         []oncelyfunc.Key{{Expr: "orderId"}},
-			ZeroOnLostResult: zero,
-		}, func(context.Context, order) (receipt, error) {
-			return receipt{Charge: big}, nil
-		})
-		ctx := context.Background()
-		first, err := charge(ctx, order{OrderID: 9})
-		if err != nil || first.Charge != big {
-			t.Fatalf("first call: %v", err)
-		}
-		again, err := charge(ctx, order{OrderID: 9})
-		switch {
-		case zero && (err != nil || again != receipt{}):
-			t.Errorf("ZeroOnLostResult: %+v, %v", again, err)
-		case !zero && !errors.Is(err, oncelyfunc.ErrResultNotKept):
-			t.Errorf("repeat: %v, want ErrResultNotKept", err)
-		}
+	opts := oncelyfunc.Options[receipt]{
+		Identity: []oncelyfunc.Key{{Expr: "orderId"}},
+		Ref:      func(r receipt) string { return "ch_9" },
+	}
+	fn := func(context.Context, order) (receipt, error) { return receipt{Charge: big}, nil }
+	charge := newCharge(t, opts, fn)
+	ctx := context.Background()
+	first, err := charge(ctx, order{OrderID: 9})
+	if err != nil || first.Charge != big {
+		t.Fatalf("first call: %v", err)
+	}
+	if _, err := charge(ctx, order{OrderID: 9}); !errors.Is(err, oncelyfunc.ErrResultNotKept) {
+		t.Errorf("repeat: %v, want ErrResultNotKept", err)
+	}
+
+	exec := client.New(ledgermem.New(nil), nil)
+	done, err := oncelyfunc.WrapDone(exec, "charge", opts, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _, err := done(ctx, order{OrderID: 9})
+	if err != nil || !d.Known || d.Value.Charge != big || d.Replayed || d.Ref != "ch_9" {
+		t.Fatalf("first call through WrapDone: known %v, replayed %v, ref %q, %v", d.Known, d.Replayed, d.Ref, err)
+	}
+	d, res, err := done(ctx, order{OrderID: 9})
+	if err != nil || d.Known || d.Value != (receipt{}) || !d.Replayed || d.Ref != "ch_9" || res.Outcome != client.AlreadyDone {
+		t.Errorf("repeat through WrapDone: %+v, %v, %v; want a Done not known, with the reference", d, res.Outcome, err)
 	}
 }
 

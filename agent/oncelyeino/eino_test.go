@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/components/tool"
@@ -17,6 +18,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/fault"
 	"github.com/oncely/oncely/fakes/mailfake"
 	"github.com/oncely/oncely/ledger/ledgermem"
 	"github.com/oncely/oncely/providers/mail"
@@ -352,3 +354,49 @@ func TestGraphRerunFromCheckpoint(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// Two identical tool calls in one model answer, run by Eino's ToolsNode
+// (in parallel): one email, and the second call is told "Already done",
+// not "Done" twice. The mail API answers slowly so that the two calls
+// overlap (merged in the executor); if they do not, the second finds the
+// done record, and the answer is the same.
+func TestTwoIdenticalCallsInOneAnswer(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	s.mail.Faults.Add(fault.Rule{Route: "POST /v1/messages", Action: fault.Delay, Delay: 300 * time.Millisecond})
+	var calls []Call
+	ctx := WithRunID(context.Background(), "run-two-calls")
+	node, err := compose.NewToolNode(ctx, &compose.ToolsNodeConfig{Tools: s.tools(t, true, &calls)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(id string) schema.ToolCall {
+		return schema.ToolCall{ID: id, Type: "function", Function: schema.FunctionCall{Name: "send_reply", Arguments: argsFirst}}
+	}
+	out, err := node.Invoke(ctx, schema.AssistantMessage("", []schema.ToolCall{call("call_a"), call("call_b")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.sent() != 1 || len(out) != 2 {
+		t.Fatalf("%d emails, %d tool messages; want 1 and 2", s.sent(), len(out))
+	}
+	var done, already int
+	for _, m := range out {
+		switch {
+		case strings.HasPrefix(m.Content, "Done"):
+			done++
+		case strings.HasPrefix(m.Content, "Already done"):
+			already++
+		}
+	}
+	if done != 1 || already != 1 {
+		t.Fatalf("told %q and %q; want one Done and one Already done", out[0].Content, out[1].Content)
+	}
+	ids := map[string]bool{}
+	for _, c := range calls {
+		ids[c.ID] = true
+	}
+	if !ids["call_a"] || !ids["call_b"] {
+		t.Errorf("the executor was given the call ids %v, want call_a and call_b", ids)
+	}
+}

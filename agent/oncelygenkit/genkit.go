@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
@@ -57,9 +58,11 @@ type Config struct {
 	// the id WithRunID put there). Use an id that stays the same when the
 	// work is repeated: the conversation, the flow's business key.
 	RunID func(ctx context.Context) string
-	// Summary describes an executed call's output for the ledger, which
-	// replays it to a repeat (default: the output as JSON, at most 200
-	// bytes).
+	// Summary describes an executed call's output in one line for the
+	// model's message and the ledger, which replays it to a repeat
+	// (default: the output's Summary() or String() method when it has
+	// one, else "<tool> done"). The output itself reaches the model as
+	// Output.Result, not inside the message.
 	Summary func(out any) string
 	// OnCall, when set, is called after each call with its result and the
 	// executor's error (oncely could not guard the call; the Output still
@@ -70,9 +73,90 @@ type Config struct {
 type runIDKey struct{}
 
 // WithRunID returns ctx carrying the run id the wrapped tools execute
-// under: pass it to the flow, or to genkit.Generate.
+// under: pass it to the flow, or to genkit.Generate. It also carries the
+// place where CallIDs leaves the model's tool request refs for the tools.
 func WithRunID(ctx context.Context, runID string) context.Context {
-	return context.WithValue(ctx, runIDKey{}, runID)
+	ctx = context.WithValue(ctx, runIDKey{}, runID)
+	if _, ok := ctx.Value(callIDsKey{}).(*callIDs); !ok {
+		ctx = context.WithValue(ctx, callIDsKey{}, &callIDs{})
+	}
+	return ctx
+}
+
+type callIDsKey struct{}
+
+// callIDs holds the tool request refs of the model's latest answer, per
+// tool, for the tool calls to take: Genkit runs a tool function without
+// its request's ref.
+type callIDs struct {
+	mu      sync.Mutex
+	pending map[string][]pendingCall
+}
+
+type pendingCall struct{ input, ref string }
+
+// CallIDs is a model middleware (ai.WithMiddleware(oncelygenkit.CallIDs))
+// that hands each wrapped tool call the ref of the tool request it runs
+// for, which the executor records as the call's id (client.Call.ID), as
+// the other agent integrations do: Genkit (v1.4) passes a tool function
+// its input but not its request's ref. It needs a context made by
+// WithRunID. Requests with the same tool and input take their refs in
+// order.
+func CallIDs(next ai.ModelFunc) ai.ModelFunc {
+	return func(ctx context.Context, req *ai.ModelRequest, cb ai.ModelStreamCallback) (*ai.ModelResponse, error) {
+		resp, err := next(ctx, req, cb)
+		h, ok := ctx.Value(callIDsKey{}).(*callIDs)
+		if err != nil || !ok || resp == nil || resp.Message == nil {
+			return resp, err
+		}
+		pending := map[string][]pendingCall{}
+		for _, p := range resp.Message.Content {
+			if p.IsToolRequest() && p.ToolRequest.Ref != "" {
+				tr := p.ToolRequest
+				pending[tr.Name] = append(pending[tr.Name], pendingCall{input: canonical(tr.Input), ref: tr.Ref})
+			}
+		}
+		h.mu.Lock()
+		h.pending = pending // the tools of the previous answer have run
+		h.mu.Unlock()
+		return resp, nil
+	}
+}
+
+// take returns the ref of a pending request of tool with input (the first
+// of that tool when none has the same input), and removes it.
+func (h *callIDs) take(tool string, input any) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	calls := h.pending[tool]
+	if len(calls) == 0 {
+		return ""
+	}
+	i, in := 0, canonical(input)
+	for j, c := range calls {
+		if c.input == in {
+			i = j
+			break
+		}
+	}
+	ref := calls[i].ref
+	h.pending[tool] = append(calls[:i:i], calls[i+1:]...)
+	return ref
+}
+
+// canonical is v's JSON with object keys sorted ("" when it does not
+// encode).
+func canonical(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	var x any
+	if json.Unmarshal(b, &x) != nil {
+		return ""
+	}
+	b, _ = json.Marshal(x)
+	return string(b)
 }
 
 // RunIDFrom returns the run id WithRunID put in ctx ("" when none).
@@ -106,7 +190,8 @@ func Wrap[In, Out any](exec *client.Executor, t client.Tool, fn ai.ToolFunc[In, 
 		c.RunID = RunIDFrom
 	}
 	if c.Summary == nil {
-		c.Summary = jsonSummary
+		name := t.Name
+		c.Summary = func(out any) string { return defaultSummary(name, out) }
 	}
 	if t.Run != nil {
 		return nil, fmt.Errorf("%w: %s: Run is set; Wrap runs fn", ErrTool, t.Name)
@@ -147,7 +232,11 @@ func Wrap[In, Out any](exec *client.Executor, t client.Tool, fn ai.ToolFunc[In, 
 			return Output[Out]{}, fmt.Errorf("genkit: %s: input: %w", name, err)
 		}
 		ctx := context.WithValue(tc.Context, toolContextKey{}, tc)
-		res, execErr := exec.Execute(ctx, runID, client.Call{Tool: name, Input: input})
+		var id string
+		if h, ok := tc.Value(callIDsKey{}).(*callIDs); ok {
+			id = h.take(name, in)
+		}
+		res, execErr := exec.Execute(ctx, runID, client.Call{Tool: name, Input: input, ID: id})
 		if c.OnCall != nil {
 			c.OnCall(tc, name, res, execErr)
 		}
@@ -172,13 +261,15 @@ func DefineTool[In, Out any](g *genkit.Genkit, exec *client.Executor, t client.T
 	return genkit.DefineTool(g, t.Name, description, wrapped, opts...), nil
 }
 
-func jsonSummary(out any) string {
-	b, err := json.Marshal(out)
-	if err != nil {
-		return fmt.Sprint(out)
+// defaultSummary is the output's own one-line description when it has
+// one, else "<tool> done": never the output's JSON, which the model gets
+// as Output.Result.
+func defaultSummary(tool string, out any) string {
+	switch o := out.(type) {
+	case interface{ Summary() string }:
+		return o.Summary()
+	case fmt.Stringer:
+		return o.String()
 	}
-	if len(b) > 200 {
-		return string(b[:197]) + "..."
-	}
-	return string(b)
+	return tool + " done"
 }

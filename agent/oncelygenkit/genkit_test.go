@@ -176,6 +176,11 @@ func TestModelCallsAgain(t *testing.T) {
 		if first.Outcome != "executed" || first.Result == nil || first.Result.MessageID != id {
 			t.Errorf("first call told %+v", first)
 		}
+		// The message is text for the model, not the result's JSON (which
+		// it gets as Result).
+		if first.Message != "Done: send_reply done" || strings.Contains(repeat.Message, "{") {
+			t.Errorf("the model was told %q and %q, want a summary without JSON", first.Message, repeat.Message)
+		}
 		if repeat.Outcome != "already done" || repeat.Result == nil || repeat.Result.MessageID != id || repeat.Message == first.Message {
 			t.Errorf("the repeat was told %+v", repeat)
 		}
@@ -240,5 +245,34 @@ func TestWrapRefusesAndRequiresRunID(t *testing.T) {
 	}
 	if _, err := fn(&ai.ToolContext{Context: context.Background()}, ReplyInput{TicketID: "42", To: "ann@example.com", Text: "hi"}); !errors.Is(err, ErrNoRunID) || s.sent() != 0 {
 		t.Fatalf("without a run id: %v, %d emails", err, s.sent())
+	}
+}
+
+// With the CallIDs middleware, the executor is given the model's tool
+// request ref as the call id (client.Invocation.CallID), as the other
+// agent integrations give theirs.
+func TestCallIDs(t *testing.T) {
+	t.Parallel()
+	m := &scripted{script: []*ai.Message{callReply("call_1", "42", "Sorry, a new one is on its way."), done()}}
+	g := genkit.Init(context.Background())
+	s := newShop(t)
+	var seen []string
+	def, err := DefineTool(g, client.New(ledgermem.New(nil), nil), replyTool, "Email the customer a reply on a support ticket.",
+		func(tc *ai.ToolContext, in ReplyInput) (Sent, error) {
+			inv, _ := InvocationFrom(tc)
+			seen = append(seen, inv.CallID)
+			return s.sendReply(tc, in)
+		}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := m.define(g)
+	ctx := WithRunID(context.Background(), "conversation-ids")
+	if _, err := genkit.Generate(ctx, g, ai.WithModel(model), ai.WithTools(def), ai.WithMiddleware(CallIDs),
+		ai.WithPrompt("Reply to ticket 42.")); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 1 || seen[0] != "call_1" {
+		t.Fatalf("the executor was given the call ids %q, want [call_1]", seen)
 	}
 }

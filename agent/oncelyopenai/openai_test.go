@@ -15,12 +15,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/fault"
 	"github.com/oncely/oncely/fakes/mailfake"
 	"github.com/oncely/oncely/ledger/ledgermem"
 	"github.com/oncely/oncely/ledger/ledgersqlite"
@@ -446,5 +448,40 @@ func TestResponsesRepeatNewCallIDDriftedArguments(t *testing.T) {
 		if item.Type != "function_call_output" || item.CallID != "call_b" || item.Output != all[1].Result.Text || !strings.Contains(item.Output, s.mail.Journal()[0].ID) {
 			t.Errorf("the repeat's output item: %s", out)
 		}
+	}
+}
+
+// Two identical tool calls in one model answer run concurrently: one
+// email, and the second call is told "Already done", not "Done" twice.
+// The mail API answers slowly so that the two calls overlap (merged in
+// the executor); if they do not, the second finds the done record, and
+// the answer is the same.
+func TestChatTwoIdenticalCallsInOneAnswer(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	s.mail.Faults.Add(fault.Rule{Route: "POST /v1/messages", Action: fault.Delay, Delay: 300 * time.Millisecond})
+	exec := s.executor(t, client.New(ledgermem.New(nil), nil))
+	msg := openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ChatCompletionMessageToolCallUnion{
+		{ID: "call_a", Type: "function", Function: openai.ChatCompletionMessageFunctionToolCallFunction{Name: "send_reply", Arguments: argsFirst}},
+		{ID: "call_b", Type: "function", Function: openai.ChatCompletionMessageFunctionToolCallFunction{Name: "send_reply", Arguments: argsFirst}},
+	}}
+	_, calls, err := ChatResults(context.Background(), exec, "run-two-calls", msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.sent() != 1 || len(calls) != 2 {
+		t.Fatalf("%d emails for %d calls, want 1 for 2", s.sent(), len(calls))
+	}
+	var done, already int
+	for _, c := range calls {
+		switch {
+		case c.Result.Outcome == client.Executed && strings.HasPrefix(c.Result.Text, "Done"):
+			done++
+		case c.Result.Outcome == client.AlreadyDone && strings.HasPrefix(c.Result.Text, "Already done"):
+			already++
+		}
+	}
+	if done != 1 || already != 1 {
+		t.Fatalf("told %q and %q; want one Done and one Already done", calls[0].Result.Text, calls[1].Result.Text)
 	}
 }

@@ -106,8 +106,6 @@ func run(ctx context.Context, w io.Writer, pgURL string) error {
 		Identity:   []oncelydbos.Key{{Expr: "orderId", Norm: client.String}},
 		Reconciler: reconcile.New(mailer, nil),
 		Ref:        func(s Sent) string { return s.MessageID },
-		// A send found by reconciliation has no stored Sent.
-		ZeroOnLostResult: true,
 	}, func(ctx context.Context, in Receipt) (Sent, error) {
 		sends++
 		m, err := mailer.Send(ctx, oncelydbos.DownstreamKey(ctx), mail.Message{
@@ -122,8 +120,16 @@ func run(ctx context.Context, w io.Writer, pgURL string) error {
 		return err
 	}
 	receiptWorkflow := func(ctx dbos.Context, in Receipt) (string, error) {
-		s, err := sendReceipt(ctx, in, dbos.WithStepMaxRetries(3), dbos.WithStepBaseInterval(10*time.Millisecond))
-		return s.MessageID, err
+		d, err := sendReceipt(ctx, in, dbos.WithStepMaxRetries(3), dbos.WithStepBaseInterval(10*time.Millisecond))
+		if err != nil {
+			return "", err
+		}
+		if !d.Known {
+			// Done, found by the reconciler: Sent was never recorded, the
+			// provider's message id is the reference it found.
+			return d.Ref, nil
+		}
+		return d.Value.MessageID, nil
 	}
 	dbos.RegisterWorkflow(dctx, receiptWorkflow, dbos.WithWorkflowName("receipt"))
 	if err := dbos.Launch(dctx); err != nil {
@@ -134,7 +140,8 @@ func run(ctx context.Context, w io.Writer, pgURL string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := h.GetResult(); err != nil {
+	id, err := h.GetResult()
+	if err != nil {
 		return err
 	}
 	recs, err := store.List(ctx, ledger.Filter{})
@@ -143,6 +150,7 @@ func run(ctx context.Context, w io.Writer, pgURL string) error {
 	}
 	fmt.Fprintln(w, "sends attempted:", sends)
 	fmt.Fprintln(w, "receipts sent:", len(srv.Journal()))
+	fmt.Fprintln(w, "the workflow got the message sent:", id != "" && len(srv.Journal()) == 1 && id == srv.Journal()[0].ID)
 	for _, r := range recs {
 		fmt.Fprintf(w, "ledger: %s %s, the message sent: %v\n", r.Tool, r.State, len(srv.Journal()) == 1 && r.Ref == srv.Journal()[0].ID)
 	}

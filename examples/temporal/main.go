@@ -3,18 +3,18 @@
 // email API is oncely's fake (fakes/mailfake) and the Temporal SDK's
 // in-process test environment stands in for the server and the worker.
 //
-// The activity's first attempt sends the receipt and is then lost (as when
-// its worker dies before reporting): Temporal retries it, and oncely
-// answers the retry with the first attempt's result. Then the workflow
-// runs again under the same workflow id, as after a reset: the receipt is
-// not sent again.
+// The workflow sends a receipt; then it runs again under the same
+// workflow id, as after a reset: the receipt is not sent again, and the
+// second run gets the first message id. Then a second order's send is
+// committed by the provider and its answer lost: Temporal retries the
+// activity, oncely reconciles, finds the message, and the workflow
+// completes with the provider's message id.
 //
 //	go run .
 package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -22,7 +22,6 @@ import (
 	"os"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	tclient "go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -30,6 +29,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncely/oncely/client"
+	"github.com/oncely/oncely/fakes/fault"
 	"github.com/oncely/oncely/fakes/mailfake"
 	"github.com/oncely/oncely/ledger/ledgermem"
 	"github.com/oncely/oncely/providers/mail"
@@ -49,16 +49,45 @@ type Sent struct {
 	MessageID string `json:"messageId"`
 }
 
-// ReceiptWorkflow sends the receipt through the SendReceipt activity,
-// which Temporal retries.
-func ReceiptWorkflow(ctx workflow.Context, in Receipt) (string, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+// Activities holds the activity functions; its methods are activities.
+type Activities struct{ mailer *mail.Client }
+
+// SendReceipt sends the receipt with the action's key as the provider's
+// reference.
+func (a *Activities) SendReceipt(ctx context.Context, in Receipt) (Sent, error) {
+	m, err := a.mailer.Send(ctx, oncelytemporal.DownstreamKey(ctx), mail.Message{
+		From: "shop@example.com", To: in.To, Subject: "Receipt for order " + in.OrderID, Text: in.Text,
 	})
-	var out Sent
-	err := workflow.ExecuteActivity(ctx, "SendReceipt", in).Get(ctx, &out)
-	return out.MessageID, err
+	if err != nil {
+		return Sent{}, err
+	}
+	return Sent{MessageID: m.ID}, nil
+}
+
+// activityOptions: a dead attempt's claim lasts until its
+// StartToCloseTimeout; the retry policy must outlast it
+// (oncelytemporal.RetryBudget: at least 3 attempts).
+var activityOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: time.Minute,
+	HeartbeatTimeout:    10 * time.Second,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+}
+
+// ReceiptWorkflow sends the receipt through the SendReceipt activity,
+// which Temporal retries, and returns the message id: the one sent, or,
+// when the attempt that sent it died before recording its result, the
+// reference the reconciler found at the provider.
+func ReceiptWorkflow(ctx workflow.Context, in Receipt) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, activityOptions)
+	var a *Activities
+	var sent oncelytemporal.Done[Sent]
+	if err := workflow.ExecuteActivity(ctx, a.SendReceipt, in).Get(ctx, &sent); err != nil {
+		return "", err
+	}
+	if !sent.Known {
+		return sent.Ref, nil // done, found by the reconciler: Sent was not recorded
+	}
+	return sent.Value.MessageID, nil
 }
 
 func main() {
@@ -74,41 +103,35 @@ func run(w io.Writer) error {
 	// In production a durable ledger the workers share (ledgerpg,
 	// ledgerdynamo, ledgerredis; see ledgerurl).
 	exec := client.New(ledgermem.New(nil), nil)
+	if err := oncelytemporal.RetryBudget(activityOptions.StartToCloseTimeout, activityOptions.ScheduleToCloseTimeout, activityOptions.RetryPolicy); err != nil {
+		return err
+	}
 
+	acts := &Activities{mailer: mailer}
 	sendReceipt, err := oncelytemporal.Activity(exec, "send_receipt", oncelytemporal.Options[Sent]{
 		Identity:   []oncelytemporal.Key{{Expr: "orderId", Norm: client.String}},
 		Reconciler: reconcile.New(mailer, nil),
-	}, func(ctx context.Context, in Receipt) (Sent, error) {
-		m, err := mailer.Send(ctx, oncelytemporal.DownstreamKey(ctx), mail.Message{
-			From: "shop@example.com", To: in.To, Subject: "Receipt for order " + in.OrderID, Text: in.Text,
-		})
-		if err != nil {
-			return Sent{}, err
-		}
-		return Sent{MessageID: m.ID}, nil
-	})
+		Ref:        func(s Sent) string { return s.MessageID },
+	}, acts.SendReceipt)
 	if err != nil {
 		return err
 	}
 	// With a server: w := worker.New(c, "receipts", worker.Options{}), then
-	// w.RegisterActivityWithOptions(sendReceipt, activity.RegisterOptions{Name: "SendReceipt"}).
+	// sendReceipt.Register(w): the activity is named "SendReceipt".
 
-	// The first attempt is lost after the send; Temporal retries it.
-	lostOnce := func(ctx context.Context, in Receipt) (Sent, error) {
-		out, err := sendReceipt(ctx, in)
-		if err == nil && activity.GetInfo(ctx).Attempt == 1 {
-			return Sent{}, errors.New("worker lost after the send")
-		}
-		return out, err
-	}
 	suite := &testsuite.WorkflowTestSuite{}
 	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	for i, act := range []func(context.Context, Receipt) (Sent, error){lostOnce, sendReceipt} {
+	for i, order := range []string{"A-1", "A-1", "B-2"} {
+		if order == "B-2" {
+			// The provider commits the send and the connection drops:
+			// the retry reconciles and finds the message.
+			srv.Faults.Add(fault.Rule{Route: "POST /v1/messages", Attempt: 1, Action: fault.CommitThenDrop})
+		}
 		env := suite.NewTestWorkflowEnvironment()
 		env.RegisterWorkflow(ReceiptWorkflow)
-		env.RegisterActivityWithOptions(act, activity.RegisterOptions{Name: "SendReceipt"})
-		env.SetStartWorkflowOptions(tclient.StartWorkflowOptions{ID: "receipt-order-A-1"})
-		env.ExecuteWorkflow(ReceiptWorkflow, Receipt{OrderID: "A-1", To: "ada@example.com", Text: "Thank you for your order."})
+		sendReceipt.Register(env)
+		env.SetStartWorkflowOptions(tclient.StartWorkflowOptions{ID: "receipt-order-" + order})
+		env.ExecuteWorkflow(ReceiptWorkflow, Receipt{OrderID: order, To: "ada@example.com", Text: "Thank you for your order."})
 		var id string
 		if err := env.GetWorkflowError(); err != nil {
 			return err
@@ -116,8 +139,8 @@ func run(w io.Writer) error {
 		if err := env.GetWorkflowResult(&id); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s: workflow receipt-order-A-1 got message %s\n",
-			[]string{"run (attempt 1 lost, retried)", "run again (as after a reset)"}[i], id)
+		fmt.Fprintf(w, "%s: workflow receipt-order-%s completed with message %s\n",
+			[]string{"run", "run again (as after a reset)", "run with the send's answer lost"}[i], order, id)
 	}
 	fmt.Fprintln(w, "receipts sent:", len(srv.Journal()))
 	return nil

@@ -32,6 +32,8 @@ package oncelydbos
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
@@ -50,52 +52,126 @@ type Options[Out any] = oncelyfunc.Options[Out]
 // JMESPath expression over its JSON form (see oncelyfunc.Key).
 type Key = oncelyfunc.Key
 
+// Done is what a wrapped step returns: the function's output when it is
+// known (Known), and the provider's reference to the effect either way
+// (see oncelyfunc.Done). A run that finds the action done by a run that
+// died before recording its output (a reconciler found the effect)
+// returns a Done with Known false and the provider's reference and
+// summary: the workflow goes on, and tests Known before reading Value.
+type Done[Out any] = oncelyfunc.Done[Out]
+
 // ErrNotWorkflow: the step was run outside a DBOS workflow, where there is
 // no workflow id to scope its action.
 var ErrNotWorkflow = errors.New("oncelydbos: not called in a DBOS workflow")
 
 // Step registers a tool named name with exec and returns a function that
-// runs fn as a DBOS step (dbos.RunAsStep, named name) at most once per
-// identity and workflow. Call it from a workflow in place of
-// dbos.RunAsStep; opts are DBOS's step options (WithStepMaxRetries, ...).
+// runs fn as a DBOS step (dbos.RunAsStep) at most once per identity and
+// workflow. Call it from a workflow in place of dbos.RunAsStep; opts are
+// DBOS's step options (WithStepMaxRetries, WithStepName, ...). The step is
+// named name unless opts name it.
 //
-// Inside fn, DownstreamKey gives the key to hand the provider (an
-// Idempotency-Key, a message reference).
+// fn receives DBOS's step context, as a function given to dbos.RunAsStep
+// does: ctx.(dbos.Context) works, and so do dbos.GetWorkflowID and
+// dbos.GetStepID. Inside fn, DownstreamKey gives the key to hand the
+// provider (an Idempotency-Key, a message reference).
+//
+// A step blocked by a claim held elsewhere (a process that died on another
+// machine, whose claim stands until its lease ends) does not spend the
+// step's retries: the step is checkpointed as "in progress until T", the
+// workflow sleeps durably (dbos.Sleep) until T, when the claim may be
+// taken over (client.Result.TakeoverAt), and runs the step again. Each
+// such wait takes two step ids. When the workflow's context has a
+// deadline before T, the step fails at once with an error matching
+// oncelyfunc.ErrInProgress.
 //
 // Outcomes that no retry can change (Retryable reports false) end
 // WithStepMaxRetries's retries at once, unless opts sets its own
 // dbos.WithStepRetryPredicate.
-func Step[In, Out any](exec *client.Executor, name string, o Options[Out], fn func(context.Context, In) (Out, error)) (func(ctx dbos.Context, in In, opts ...dbos.StepOption) (Out, error), error) {
+func Step[In, Out any](exec *client.Executor, name string, o Options[Out], fn func(context.Context, In) (Out, error)) (func(ctx dbos.Context, in In, opts ...dbos.StepOption) (Done[Out], error), error) {
+	if fn == nil {
+		return nil, fmt.Errorf("oncelydbos: %s: nil function", name)
+	}
 	userRunID := o.RunID
 	o.RunID = func(ctx context.Context) string {
 		if userRunID != nil {
 			return userRunID(ctx)
 		}
-		id, _ := ctx.Value(workflowKey{}).(string)
-		return id
+		if dc, ok := ctx.Value(stepKey{}).(dbos.Context); ok {
+			id, _ := dbos.GetWorkflowID(dc)
+			return id
+		}
+		return ""
 	}
-	wrapped, err := oncelyfunc.Wrap(exec, name, o, fn)
+	wrapped, err := oncelyfunc.WrapDone(exec, name, o, func(ctx context.Context, in In) (Out, error) {
+		if dc, ok := ctx.Value(stepKey{}).(dbos.Context); ok {
+			// DBOS's context, with the values and deadline oncely added.
+			return fn(dbos.From(dc, ctx), in)
+		}
+		return fn(ctx, in)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx dbos.Context, in In, opts ...dbos.StepOption) (Out, error) {
-		var zero Out
+	return func(ctx dbos.Context, in In, opts ...dbos.StepOption) (Done[Out], error) {
 		if ctx == nil {
-			return zero, ErrNotWorkflow
+			return Done[Out]{}, ErrNotWorkflow
 		}
 		wf, err := dbos.GetWorkflowID(ctx)
 		if err != nil || wf == "" {
-			return zero, ErrNotWorkflow
+			return Done[Out]{}, ErrNotWorkflow
 		}
+		// DBOS keeps the first step name it is given: the caller's, then
+		// ours; and the last retry predicate: the caller's.
 		all := append([]dbos.StepOption{dbos.WithStepRetryPredicate(Retryable)}, opts...)
 		all = append(all, dbos.WithStepName(name))
-		return dbos.RunAsStep(ctx, func(stepCtx context.Context) (Out, error) {
-			return wrapped(context.WithValue(stepCtx, workflowKey{}, wf), in)
-		}, all...)
+		for {
+			out, err := dbos.RunAsStep(ctx, func(stepCtx context.Context) (stepOut[Out], error) {
+				var dc dbos.Context
+				if c, ok := stepCtx.(dbos.Context); ok {
+					dc = c
+				}
+				d, res, err := wrapped(context.WithValue(stepCtx, stepKey{}, dc), in)
+				if errors.Is(err, oncelyfunc.ErrInProgress) {
+					// Checkpointed: the wait that follows is the
+					// workflow's, durable, and spends no retry.
+					return stepOut[Out]{InProgress: true, TakeoverAt: res.TakeoverAt, Reason: err.Error()}, nil
+				}
+				return stepOut[Out]{Done: d}, err
+			}, all...)
+			if err != nil || !out.InProgress {
+				return out.Done, err
+			}
+			wait := inProgressPause
+			if !out.TakeoverAt.IsZero() {
+				// A second beyond the lease: the ledger's clock, not this
+				// process's, decides when it ends.
+				wait = max(time.Until(out.TakeoverAt), 0) + time.Second
+			}
+			if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+				return Done[Out]{}, fmt.Errorf("%s: the claim may be taken over at %s, after the workflow's deadline %s: the workflow's timeout must outlast the claim",
+					out.Reason, out.TakeoverAt.UTC().Format(time.RFC3339), dl.UTC().Format(time.RFC3339))
+			}
+			if _, err := dbos.Sleep(ctx, wait); err != nil {
+				return Done[Out]{}, err
+			}
+		}
 	}, nil
 }
 
-type workflowKey struct{}
+// inProgressPause is the wait before running again a step blocked by a
+// claim whose takeover time is not known.
+const inProgressPause = time.Second
+
+// stepOut is what the step checkpoints: the Done, or that the action was
+// in progress elsewhere until TakeoverAt.
+type stepOut[Out any] struct {
+	Done       Done[Out] `json:"done"`
+	InProgress bool      `json:"inProgress,omitempty"`
+	TakeoverAt time.Time `json:"takeoverAt,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+}
+
+type stepKey struct{}
 
 // DownstreamKey returns, inside a function wrapped by Step, the key to pass
 // to the provider for this action's attempt; "" outside one.
@@ -103,9 +179,9 @@ func DownstreamKey(ctx context.Context) string { return oncelyfunc.DownstreamKey
 
 // Retryable reports whether running the step again may change err's
 // outcome: false for a conflict, an input without identity, a done action
-// whose result was not kept, and a failure marked client.Permanent; true
-// otherwise (an action in progress elsewhere or uncertain is reconciled by
-// the next run).
+// whose result was not kept (oncelyfunc.Wrap's ErrResultNotKept), and a failure
+// marked client.Permanent; true otherwise (an uncertain action is
+// reconciled by the next run).
 func Retryable(err error) bool {
 	switch {
 	case errors.Is(err, oncelyfunc.ErrConflict),

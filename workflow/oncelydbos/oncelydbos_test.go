@@ -39,6 +39,7 @@ const (
 	envCrash    = "ONCELYDBOS_TEST_CRASH" // "", "after-effect", "after-record"
 	envStart    = "ONCELYDBOS_TEST_START" // "1": start the workflow; else wait for its recovery
 	envWorkflow = "ONCELYDBOS_TEST_WORKFLOW"
+	envRemote   = "ONCELYDBOS_TEST_REMOTE" // "1": a dead owner is never seen as exited, the lease is short
 
 	crashCode = 3
 )
@@ -94,7 +95,8 @@ func sendPlain(ctx context.Context, baseURL string, in Receipt) (Sent, error) {
 
 // receiptStep is the step of both modes: plain runs the effect in
 // dbos.RunAsStep, oncely through oncelydbos.Step. crash, when set, is called
-// right after the effect.
+// right after the effect. The step's answer is the message id: the one
+// sent, or the provider's reference a reconciler found.
 func receiptStep(mode string, exec *client.Executor, mailURL string, crash func()) (func(dbos.Context, Receipt, ...dbos.StepOption) (Sent, error), error) {
 	if crash == nil {
 		crash = func() {}
@@ -109,13 +111,10 @@ func receiptStep(mode string, exec *client.Executor, mailURL string, crash func(
 		}, nil
 	}
 	mailer := mail.New(mailURL, &mail.Config{IndexLag: 0})
-	return oncelydbos.Step(exec, "send_receipt", oncelydbos.Options[Sent]{
+	step, err := oncelydbos.Step(exec, "send_receipt", oncelydbos.Options[Sent]{
 		Identity:   []oncelydbos.Key{{Expr: "orderId", Norm: client.String}},
 		Reconciler: reconcile.New(mailer, nil),
 		Ref:        func(s Sent) string { return s.MessageID },
-		// A send found by reconciliation has no stored Sent: the workflow
-		// goes on with the zero value (the record keeps the reference).
-		ZeroOnLostResult: true,
 	}, func(ctx context.Context, in Receipt) (Sent, error) {
 		m, err := mailer.Send(ctx, oncelydbos.DownstreamKey(ctx), message(in))
 		crash()
@@ -124,6 +123,20 @@ func receiptStep(mode string, exec *client.Executor, mailURL string, crash func(
 		}
 		return Sent{MessageID: m.ID}, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx dbos.Context, in Receipt, opts ...dbos.StepOption) (Sent, error) {
+		d, err := step(ctx, in, opts...)
+		if err != nil {
+			return Sent{}, err
+		}
+		if !d.Known {
+			// Found by the reconciler: the provider's message id.
+			return Sent{MessageID: d.Ref}, nil
+		}
+		return d.Value, nil
+	}, nil
 }
 
 // app is a DBOS application with the receipt workflow, on the database
@@ -135,6 +148,10 @@ type app struct {
 }
 
 func newApp(ctx context.Context, dbURL, mode, mailURL string, wrapStore func(ledger.Store) ledger.Store, crash func(), stepOpts ...dbos.StepOption) (*app, error) {
+	return newAppConfig(ctx, dbURL, mode, mailURL, wrapStore, crash, nil, stepOpts...)
+}
+
+func newAppConfig(ctx context.Context, dbURL, mode, mailURL string, wrapStore func(ledger.Store) ledger.Store, crash func(), cfg *client.Config, stepOpts ...dbos.StepOption) (*app, error) {
 	dctx, err := dbos.NewContext(ctx, dbos.Config{
 		DatabaseURL: dbURL, AppName: "oncelydbos-test",
 		// Recovery runs only the workflows of the same executor and
@@ -154,7 +171,7 @@ func newApp(ctx context.Context, dbURL, mode, mailURL string, wrapStore func(led
 	if wrapStore != nil {
 		s = wrapStore(s)
 	}
-	exec := client.New(s, nil)
+	exec := client.New(s, cfg)
 	step, err := receiptStep(mode, exec, mailURL, crash)
 	if err != nil {
 		dbos.Shutdown(dctx, time.Second)
@@ -204,7 +221,17 @@ func runChild() int {
 	case "after-record":
 		wrap = func(s ledger.Store) ledger.Store { return crashAfterComplete{s} }
 	}
-	a, err := newApp(ctx, os.Getenv(envDB), os.Getenv(envChild), os.Getenv(envMail), wrap, crash)
+	var cfg *client.Config
+	var stepOpts []dbos.StepOption
+	if os.Getenv(envRemote) == "1" {
+		// The dead owner ran on another machine: its exit is not visible
+		// here (no same-machine process check), so its claim stands until
+		// its lease ends. The lease is short to bound the test; the step
+		// has the README's retries, spent in well under the lease.
+		cfg = &client.Config{Lease: remoteLease, OwnerExited: func(string) bool { return false }}
+		stepOpts = []dbos.StepOption{dbos.WithStepMaxRetries(3), dbos.WithStepBaseInterval(10 * time.Millisecond)}
+	}
+	a, err := newAppConfig(ctx, os.Getenv(envDB), os.Getenv(envChild), os.Getenv(envMail), wrap, crash, cfg, stepOpts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
@@ -253,7 +280,7 @@ func database(t *testing.T) string {
 
 // launch runs one launch of the application in a child process and
 // returns its exit code and output.
-func launch(t *testing.T, dbURL, mode, mailURL, crash, workflowID string, start bool) (int, string) {
+func launch(t *testing.T, dbURL, mode, mailURL, crash, workflowID string, start bool, env ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -265,6 +292,7 @@ func launch(t *testing.T, dbURL, mode, mailURL, crash, workflowID string, start 
 	cmd.Env = append(os.Environ(),
 		envChild+"="+mode, envDB+"="+dbURL, envMail+"="+mailURL, envCrash+"="+crash,
 		envStart+"="+startFlag, envWorkflow+"="+workflowID)
+	cmd.Env = append(cmd.Env, env...)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	err := cmd.Run()
@@ -295,9 +323,10 @@ func TestRecoveryAfterCrash(t *testing.T) {
 		{"without oncely", "plain", "after-effect", 2, nil},
 		// With oncely, killed after the send and before the ledger's
 		// record: the relaunch takes the dead process's claim over (its
-		// owner has exited), reconciles, and finds the message.
+		// owner has exited), reconciles, and finds the message: the
+		// workflow is told its id (the reconciler's reference).
 		{"with oncely, killed before the record", "oncely", "after-effect", 1,
-			func(string) string { return "" }},
+			func(id string) string { return id }},
 		// Killed after the record and before the checkpoint: the relaunch
 		// replays the recorded result.
 		{"with oncely, killed after the record", "oncely", "after-record", 1,
@@ -435,5 +464,136 @@ func TestOutsideWorkflow(t *testing.T) {
 	}
 	if _, err := step(nil, Receipt{OrderID: "X"}); !errors.Is(err, oncelydbos.ErrNotWorkflow) {
 		t.Fatalf("err = %v, want ErrNotWorkflow", err)
+	}
+}
+
+// remoteLease is the executor's lease in the remote dead owner case.
+const remoteLease = 4 * time.Second
+
+// A process on another machine claims the send, sends and dies: its
+// claim stands until its lease ends, since this machine cannot see that
+// it exited. The relaunch's step is told "in progress"; it must not spend
+// WithStepMaxRetries(3) (a few milliseconds here) and end the workflow in
+// ERROR, but wait durably until the claim may be taken over, take it
+// over, reconcile and find the message: one receipt, the workflow
+// completes with the message id, after one wait (the documented bound:
+// one lease, plus a second).
+func TestRemoteDeadOwner(t *testing.T) {
+	t.Parallel()
+	for i := range 5 {
+		t.Run(fmt.Sprint("run ", i+1), func(t *testing.T) {
+			t.Parallel()
+			srv := mailfake.NewServer(nil)
+			defer srv.Close()
+			dbURL := database(t)
+			code, _ := launch(t, dbURL, "oncely", srv.URL, "after-effect", "order-A-1", true, envRemote+"=1")
+			if code != crashCode {
+				t.Fatalf("first launch exited %d, want the crash (%d)", code, crashCode)
+			}
+			code, out := launch(t, dbURL, "oncely", srv.URL, "", "order-A-1", false, envRemote+"=1")
+			if code != 0 {
+				t.Fatalf("relaunch exited %d", code)
+			}
+			journal := srv.Journal()
+			if len(journal) != 1 {
+				t.Fatalf("receipts sent = %d, want 1", len(journal))
+			}
+			if want := "result=" + journal[0].ID; out != want {
+				t.Fatalf("relaunch printed %q, want %q", out, want)
+			}
+			assertDone(t, dbURL, journal[0].ID)
+			// The bound: one step told "in progress", one durable sleep
+			// of at most the lease and a second, one step that acts.
+			steps := workflowSteps(t, dbURL, "order-A-1")
+			if len(steps) != 3 || steps[0].StepName != "send_receipt" || steps[1].StepName != "DBOS.sleep" || steps[2].StepName != "send_receipt" {
+				t.Fatalf("steps = %v, want send_receipt (in progress), DBOS.sleep, send_receipt", stepNames(steps))
+			}
+		})
+	}
+}
+
+func workflowSteps(t *testing.T, dbURL, id string) []dbos.StepInfo {
+	t.Helper()
+	c, err := dbos.NewClient(context.Background(), dbos.ClientConfig{DatabaseURL: dbURL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Shutdown(c, 5*time.Second)
+	steps, err := dbos.GetWorkflowSteps(c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return steps
+}
+
+func stepNames(steps []dbos.StepInfo) []string {
+	var n []string
+	for _, s := range steps {
+		n = append(n, s.StepName)
+	}
+	return n
+}
+
+// The step function gets DBOS's own context (dbos.GetWorkflowID and
+// dbos.GetStepID work in it), and a step name the caller passes is kept.
+func TestStepContextAndOptions(t *testing.T) {
+	t.Parallel()
+	dbURL := database(t)
+	ctx := context.Background()
+	dctx, err := dbos.NewContext(ctx, dbos.Config{DatabaseURL: dbURL, AppName: "oncelydbos-ctx", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dbos.Shutdown(dctx, 5*time.Second)
+	exec := client.New(ledgermem.New(nil), nil)
+	type seen struct {
+		Workflow string `json:"workflow"`
+		Step     int    `json:"step"`
+		Key      string `json:"key"`
+	}
+	step, err := oncelydbos.Step(exec, "look", oncelydbos.Options[seen]{Identity: []oncelydbos.Key{{Expr: "orderId"}}},
+		func(ctx context.Context, in Receipt) (seen, error) {
+			dc, ok := ctx.(dbos.Context)
+			if !ok {
+				return seen{}, client.Permanent(fmt.Errorf("the step's context is a %T, not a dbos.Context", ctx))
+			}
+			wf, err := dbos.GetWorkflowID(dc)
+			if err != nil {
+				return seen{}, client.Permanent(err)
+			}
+			id, err := dbos.GetStepID(dc)
+			if err != nil {
+				return seen{}, client.Permanent(err)
+			}
+			return seen{Workflow: wf, Step: id, Key: oncelydbos.DownstreamKey(ctx)}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := func(ctx dbos.Context, in Receipt) (seen, error) {
+		d, err := step(ctx, in, dbos.WithStepName("look_up_order"))
+		return d.Value, err
+	}
+	dbos.RegisterWorkflow(dctx, wf, dbos.WithWorkflowName("look"))
+	if err := dbos.Launch(dctx); err != nil {
+		t.Fatal(err)
+	}
+	h, err := dbos.RunWorkflow(dctx, wf, Receipt{OrderID: "A-1"}, dbos.WithWorkflowID("order-ctx"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.GetResult()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Workflow != "order-ctx" || got.Step != 0 || got.Key == "" {
+		t.Fatalf("the step saw %+v, want workflow order-ctx, step 0 and a downstream key", got)
+	}
+	steps, err := dbos.GetWorkflowSteps(dctx, "order-ctx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 1 || steps[0].StepName != "look_up_order" {
+		t.Fatalf("steps = %v, want the caller's name look_up_order", stepNames(steps))
 	}
 }

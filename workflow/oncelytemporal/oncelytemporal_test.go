@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	tclient "go.temporal.io/sdk/client"
@@ -53,16 +54,22 @@ func receiptWorkflow(ctx workflow.Context, in Receipt) (string, error) {
 			InitialInterval: time.Second, BackoffCoefficient: 1, MaximumAttempts: 5,
 		},
 	})
-	var out Sent
+	var out oncelytemporal.Done[Sent]
 	if err := workflow.ExecuteActivity(ctx, activityName, in).Get(ctx, &out); err != nil {
 		return "", err
 	}
-	return out.MessageID, nil
+	if !out.Known {
+		return "ref:" + out.Ref, nil
+	}
+	return out.Value.MessageID, nil
 }
+
+// act is an activity function as the tests register it.
+type act = func(context.Context, Receipt) (oncelytemporal.Done[Sent], error)
 
 // sendWithOncely is the activity's effect made once per order and
 // workflow: the mail adapter sends with the action's key as reference.
-func sendWithOncely(t *testing.T, exec *client.Executor, mailer *mail.Client, opts oncelytemporal.Options[Sent]) func(context.Context, Receipt) (Sent, error) {
+func sendWithOncely(t *testing.T, exec *client.Executor, mailer *mail.Client, opts oncelytemporal.Options[Sent]) act {
 	t.Helper()
 	opts.Identity = []oncelytemporal.Key{{Expr: "orderId", Norm: client.String}}
 	opts.Reconciler = reconcile.New(mailer, nil)
@@ -78,12 +85,12 @@ func sendWithOncely(t *testing.T, exec *client.Executor, mailer *mail.Client, op
 	if err != nil {
 		t.Fatal(err)
 	}
-	return send
+	return send.Execute
 }
 
 // sendPlain is the same effect without oncely: one POST per call.
-func sendPlain(baseURL string) func(context.Context, Receipt) (Sent, error) {
-	return func(ctx context.Context, in Receipt) (Sent, error) {
+func sendPlain(baseURL string) act {
+	send := func(ctx context.Context, in Receipt) (Sent, error) {
 		body, _ := json.Marshal(map[string]string{
 			"from": "shop@example.com", "to": in.To, "subject": "Receipt for " + in.OrderID, "text": in.Text,
 		})
@@ -108,27 +115,34 @@ func sendPlain(baseURL string) func(context.Context, Receipt) (Sent, error) {
 		}
 		return Sent{MessageID: m.ID}, nil
 	}
+	return func(ctx context.Context, in Receipt) (oncelytemporal.Done[Sent], error) {
+		out, err := send(ctx, in)
+		return oncelytemporal.Done[Sent]{Value: out, Known: err == nil}, err
+	}
 }
 
 // lostAfterEffect is an activity whose first attempt makes the effect and
 // then fails before Temporal learns of it: the worker lost the attempt
 // after the send (a crash, a timeout, a failure in what follows the send).
 // Temporal retries the activity.
-func lostAfterEffect(send func(context.Context, Receipt) (Sent, error)) func(context.Context, Receipt) (Sent, error) {
-	return func(ctx context.Context, in Receipt) (Sent, error) {
+func lostAfterEffect(send act) act {
+	return func(ctx context.Context, in Receipt) (oncelytemporal.Done[Sent], error) {
 		out, err := send(ctx, in)
 		if err != nil {
-			return Sent{}, err
+			return out, err
 		}
 		if activity.GetInfo(ctx).Attempt == 1 {
-			return Sent{}, errors.New("attempt lost after the effect")
+			return oncelytemporal.Done[Sent]{}, errors.New("attempt lost after the effect")
 		}
 		return out, nil
 	}
 }
 
-func newEnv(s *testsuite.WorkflowTestSuite, workflowID string, act func(context.Context, Receipt) (Sent, error)) *testsuite.TestWorkflowEnvironment {
+func newEnv(s *testsuite.WorkflowTestSuite, workflowID string, act act) *testsuite.TestWorkflowEnvironment {
 	env := s.NewTestWorkflowEnvironment()
+	// The workflow code is trivial: a goroutine starved for a second on
+	// busy cores under -race is not a deadlock.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
 	env.RegisterWorkflow(receiptWorkflow)
 	env.RegisterActivityWithOptions(act, activity.RegisterOptions{Name: activityName})
 	env.SetStartWorkflowOptions(tclient.StartWorkflowOptions{ID: workflowID})
@@ -222,15 +236,22 @@ func TestRetryAfterAmbiguousSend(t *testing.T) {
 		mailer := mail.New(srv.URL, &mail.Config{IndexLag: 0})
 		store := ledgermem.New(nil)
 		exec := client.New(store, nil)
-		send := sendWithOncely(t, exec, mailer, oncelytemporal.Options[Sent]{ZeroOnLostResult: true})
+		send := sendWithOncely(t, exec, mailer, oncelytemporal.Options[Sent]{})
 		env := newEnv(suite(), "order-B-2", send)
 		env.ExecuteWorkflow(receiptWorkflow, in)
+		// The default options complete the workflow: the reconciled send
+		// is a Done that says its Sent is unknown and carries the message
+		// id the lookup found.
 		if err := env.GetWorkflowError(); err != nil {
 			t.Fatal(err)
 		}
 		journal := srv.Journal()
 		if len(journal) != 1 {
 			t.Fatalf("receipts sent with oncely = %d, want 1", len(journal))
+		}
+		var got string
+		if err := env.GetWorkflowResult(&got); err != nil || got != "ref:"+journal[0].ID {
+			t.Fatalf("workflow result %q (%v), want the reconciled reference ref:%s", got, err, journal[0].ID)
 		}
 		recs, err := store.List(context.Background(), ledger.Filter{})
 		if err != nil {
@@ -313,7 +334,7 @@ func TestInvalidInputIsNotRetried(t *testing.T) {
 	exec := client.New(ledgermem.New(nil), nil)
 	attempts := 0
 	send := sendWithOncely(t, exec, mailer, oncelytemporal.Options[Sent]{})
-	env := newEnv(suite(), "order-none", func(ctx context.Context, in Receipt) (Sent, error) {
+	env := newEnv(suite(), "order-none", func(ctx context.Context, in Receipt) (oncelytemporal.Done[Sent], error) {
 		attempts++
 		return send(ctx, in)
 	})
@@ -340,7 +361,7 @@ func TestOutsideActivity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = send(context.Background(), Receipt{OrderID: "X"})
+	_, err = send.Execute(context.Background(), Receipt{OrderID: "X"})
 	if !errors.Is(err, oncelytemporal.ErrNotActivity) || ran {
 		t.Fatalf("err = %v, ran = %v; want ErrNotActivity and nothing run", err, ran)
 	}
@@ -359,7 +380,7 @@ func TestConflictIsNotRetried(t *testing.T) {
 	})
 	for i, to := range []string{"ada@example.com", "bob@example.com"} {
 		attempts := 0
-		env := newEnv(suite(), "order-D-4", func(ctx context.Context, in Receipt) (Sent, error) {
+		env := newEnv(suite(), "order-D-4", func(ctx context.Context, in Receipt) (oncelytemporal.Done[Sent], error) {
 			attempts++
 			return send(ctx, in)
 		})
@@ -378,5 +399,83 @@ func TestConflictIsNotRetried(t *testing.T) {
 	}
 	if n := receiptsSent(srv); n != 1 {
 		t.Fatalf("receipts sent = %d, want 1", n)
+	}
+}
+
+type namedActs struct{}
+
+func (*namedActs) Refund(context.Context, Receipt) (Sent, error) { return Sent{MessageID: "re_1"}, nil }
+
+func Notify(context.Context, Receipt) (Sent, error) { return Sent{MessageID: "n_1"}, nil }
+
+// NotifyWorkflow calls the two wrapped activities by function reference:
+// a method value of a struct whose methods are activities, and a
+// function.
+func NotifyWorkflow(ctx workflow.Context, in Receipt) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	var a *namedActs
+	var r, n oncelytemporal.Done[Sent]
+	if err := workflow.ExecuteActivity(ctx, a.Refund, in).Get(ctx, &r); err != nil {
+		return "", err
+	}
+	if err := workflow.ExecuteActivity(ctx, Notify, in).Get(ctx, &n); err != nil {
+		return "", err
+	}
+	return r.Value.MessageID + " " + n.Value.MessageID, nil
+}
+
+// Wrapped activities keep the names Temporal gives the unwrapped
+// functions: two register side by side (they were both "func1", and the
+// second registration panicked), and the workflow calls them by function
+// reference.
+func TestActivityNames(t *testing.T) {
+	t.Parallel()
+	exec := client.New(ledgermem.New(nil), nil)
+	opts := oncelytemporal.Options[Sent]{Identity: []oncelytemporal.Key{{Expr: "orderId"}}}
+	refund, err := oncelytemporal.Activity(exec, "refund", opts, (&namedActs{}).Refund)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notify, err := oncelytemporal.Activity(exec, "notify", opts, Notify)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refund.Name() != "Refund" || notify.Name() != "Notify" {
+		t.Fatalf("names %q and %q, want Refund and Notify", refund.Name(), notify.Name())
+	}
+	env := suite().NewTestWorkflowEnvironment()
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	env.RegisterWorkflow(NotifyWorkflow)
+	refund.Register(env)
+	notify.Register(env)
+	env.SetStartWorkflowOptions(tclient.StartWorkflowOptions{ID: "order-N-1"})
+	env.ExecuteWorkflow(NotifyWorkflow, Receipt{OrderID: "N-1"})
+	var got string
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.GetWorkflowResult(&got); err != nil || got != "re_1 n_1" {
+		t.Fatalf("result %q, %v", got, err)
+	}
+}
+
+// The retry budget must outlast a dead attempt's claim.
+func TestRetryBudget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		s2c, sched time.Duration
+		rp         *temporal.RetryPolicy
+		ok         bool
+	}{
+		{time.Minute, 0, nil, true},
+		{time.Minute, 0, &temporal.RetryPolicy{MaximumAttempts: 3}, true},
+		{time.Minute, 0, &temporal.RetryPolicy{MaximumAttempts: 2}, false},
+		{time.Minute, 2 * time.Minute, nil, false},
+		{time.Minute, 3 * time.Minute, nil, true},
+		{0, 0, nil, false},
+	} {
+		if err := oncelytemporal.RetryBudget(tc.s2c, tc.sched, tc.rp); (err == nil) != tc.ok {
+			t.Errorf("RetryBudget(%v, %v, %+v) = %v, want ok %v", tc.s2c, tc.sched, tc.rp, err, tc.ok)
+		}
 	}
 }
