@@ -345,7 +345,7 @@ func TestTakeoverAfterRetention(t *testing.T) {
 func TestListDropsDeletedRecords(t *testing.T) {
 	t.Parallel()
 	clock := clock.NewFake(t0)
-	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
+	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock, Spread: ledgerredis.LegacySpread})
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := store.Claim(ctx, params(fmt.Sprintf("k-%d", i), "owner-a", t0)); err != nil {
@@ -542,7 +542,7 @@ func TestListIndexesOlderLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fresh := ledgerredis.New(rc, &ledgerredis.Config{Clock: clock, Prefix: prefix})
+	fresh := ledgerredis.New(rc, &ledgerredis.Config{Clock: clock, Prefix: prefix, Spread: ledgerredis.LegacySpread})
 	for state, n := range want {
 		recs, err := fresh.List(ctx, ledger.Filter{State: state})
 		if err != nil || len(recs) != n {
