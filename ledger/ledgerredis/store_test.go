@@ -345,7 +345,7 @@ func TestTakeoverAfterRetention(t *testing.T) {
 func TestListDropsDeletedRecords(t *testing.T) {
 	t.Parallel()
 	clock := clock.NewFake(t0)
-	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock, Spread: ledgerredis.LegacySpread})
+	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := store.Claim(ctx, params(fmt.Sprintf("k-%d", i), "owner-a", t0)); err != nil {
@@ -512,7 +512,7 @@ func mustParse(t *testing.T, url string) *redis.Options {
 func TestListIndexesOlderLedger(t *testing.T) {
 	t.Parallel()
 	clock := clock.NewFake(t0)
-	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock})
+	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clock, Spread: ledgerredis.LegacySpread})
 	ctx := context.Background()
 	want := map[ledger.State]int{}
 	for i := range 40 {
