@@ -837,8 +837,9 @@ func (s *Store) evalPipelined(ctx context.Context, script *redis.Script, calls [
 // hold the records written before those indexes existed (by a version of
 // this package that kept only the pending index and the index of all
 // records): a bucket without its marker key is walked once, a page of its
-// records per script run, and then marked for as long as its index of all
-// records lives. Walking again is harmless.
+// records per script run, and then marked for good: every write keeps
+// the state indexes, so a marked bucket never needs the walk again, also
+// after its records and indexes expired. Walking again is harmless.
 func (s *Store) indexed(ctx context.Context) error {
 	s.reindexMu.Lock()
 	defer s.reindexMu.Unlock()
@@ -875,14 +876,7 @@ func (s *Store) indexed(ctx context.Context) error {
 				break
 			}
 		}
-		ttl, err := s.c.PTTL(ctx, t+"all").Result()
-		if err != nil {
-			return unavailable(err)
-		}
-		if ttl <= 0 {
-			ttl = time.Duration(s.pendingGrace) * time.Millisecond
-		}
-		if err := s.c.Set(ctx, t+"indexed", "1", ttl).Err(); err != nil {
+		if err := s.c.Set(ctx, t+"indexed", "1", 0).Err(); err != nil {
 			return unavailable(err)
 		}
 	}

@@ -552,6 +552,14 @@ func TestListIndexesOlderLedger(t *testing.T) {
 	if n, err := rc.Exists(ctx, "{"+prefix+":0}:indexed").Result(); err != nil || n != 1 {
 		t.Errorf("bucket 0 not marked indexed: %v, %v", n, err)
 	}
+	// The marks are permanent: no walk again once the records and their
+	// indexes expired (it took 46.6 s at 10^6 records, once a retention).
+	for b := range ledgerredis.Buckets {
+		key := fmt.Sprintf("{%s:%d}:indexed", prefix, b)
+		if ttl, err := rc.PTTL(ctx, key).Result(); err != nil || ttl != -1 {
+			t.Errorf("%s: PTTL %v, %v; want -1 (no expiry)", key, ttl, err)
+		}
+	}
 }
 
 // A record whose key has gone leaves its state's index at the next write
