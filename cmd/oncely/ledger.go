@@ -104,10 +104,11 @@ table (migrated), or the DynamoDB table with its index and TTL. Redis needs
 nothing. It is idempotent. Every other command refuses a ledger that does
 not exist.
 
-With shards=N in a dynamodb:// URL, an existing table gets the
-write-sharded index and its records are filed under it; the unsharded
-index stays until you delete it (init says how), and processes on the
-unsharded layout keep working.`,
+A dynamodb:// URL's index is write-sharded (64 shards; shards=N for
+another number): an existing table made with the unsharded index
+(shards=unsharded) gets the sharded one and its records are filed under
+it; the unsharded index stays until you delete it (init says how), and
+processes on the unsharded layout keep working.`,
 		Args: cobra.NoArgs,
 	}
 	url := ledgerFlag(cmd)

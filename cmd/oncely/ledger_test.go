@@ -368,15 +368,16 @@ func TestLedgerDynamoDBShards(t *testing.T) {
 	endpoint := dynalitetest.IndexProxy(t, dynalitetest.Endpoint(t))
 	client, table := dynalitetest.ForExamples()
 	url := "dynamodb://" + table + "?region=us-east-1&endpoint=" + endpoint
-	if r := runCLI(t, awsEnv, "ledger", "init", "--ledger", url).wantOK(t); !strings.Contains(r.stdout, "index state-lease_until (unsharded") {
+	if r := runCLI(t, awsEnv, "ledger", "init", "--ledger", url+"&shards=unsharded").wantOK(t); !strings.Contains(r.stdout, "index state-lease_until (unsharded") {
 		t.Errorf("init: %q", r.stdout)
 	}
 	clock := clock.NewFake(time.Now())
-	seed(t, ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock}), clock)
+	unsharded := ledgerdynamo.Layout{Shards: ledgerdynamo.Unsharded}
+	seed(t, ledgerdynamo.New(client, table, &ledgerdynamo.Config{Clock: clock, Layout: unsharded}), clock)
 	sharded := url + "&shards=4"
 	r := runCLI(t, awsEnv, "ledger", "init", "--ledger", sharded).wantOK(t)
 	for _, want := range []string{
-		"index state_shard-lease_until (4 shards, projecting the keys): created",
+		"index state_shard-lease_until (4 shards, projecting the keys, run and expiry): created",
 		"records: 5 read, 5 filed under their index shard\n",
 		"index state-lease_until (unsharded): still on the table, for the processes on the unsharded layout\n",
 		"ledger " + sharded + " is ready",

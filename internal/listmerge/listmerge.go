@@ -36,6 +36,16 @@ type Fetch func(ctx context.Context, reqs []Request) ([]Reply, error)
 // buffered records are used up, until the page is full or every source is
 // done: a source that holds none of the page's records is read once.
 func Merge(ctx context.Context, sources int, after ledger.Cursor, limit int, fetch Fetch) ([]ledger.Record, error) {
+	// Each source's share of the page, with a little room for skew; a
+	// source that holds more of the page is read again.
+	return MergeChunk(ctx, sources, after, limit, min(limit, limit/max(sources, 1)+4), fetch)
+}
+
+// MergeChunk is Merge asking each source for up to chunk records at a
+// time (at least 1): a store whose reads cost little per record and much
+// per request asks for more than a source's share of the page, so that
+// few sources are read twice.
+func MergeChunk(ctx context.Context, sources int, after ledger.Cursor, limit, chunk int, fetch Fetch) ([]ledger.Record, error) {
 	type source struct {
 		buf  []ledger.Record
 		pos  ledger.Cursor
@@ -45,9 +55,7 @@ func Merge(ctx context.Context, sources int, after ledger.Cursor, limit int, fet
 	for i := range src {
 		src[i].pos = after
 	}
-	// Each source's share of the page, with a little room for skew; a
-	// source that holds more of the page is read again.
-	chunk := min(limit, limit/max(sources, 1)+4)
+	chunk = max(chunk, 1)
 	var out []ledger.Record
 	for len(out) < limit {
 		var reqs []Request

@@ -335,12 +335,14 @@ func BenchmarkReadFirstPaired(b *testing.B) {
 // BenchmarkUnits reports the table's capacity units per action through a
 // recording API (unitRecorder: a write unit per KB written, a failed
 // condition billed at the stored item's size; a read unit per 4 KB read,
-// half when eventually consistent), for results of 1 and 64 KiB: fresh
-// (Claim+Complete), replay in the Store that completed the action
-// (ReadFirstSeen: an eventually consistent GetItem) and a replay that
-// claims (another process, modelled by ReadFirstNever; on dynalite the
-// failed condition is followed by a consistent GetItem, which real
-// DynamoDB saves by returning the item). Its times include the recorder's
+// half when eventually consistent), for results of 1, 64 and 256 KiB:
+// fresh (Claim+Complete), replay in the Store that completed the action
+// (ReadFirstSeen: an eventually consistent GetItem), a replay that claims
+// (ReadFirstNever; on dynalite the failed condition is followed by a
+// consistent GetItem, which real DynamoDB saves by returning the item),
+// and a replay by another process on the default, a new Store each:
+// one that has not acted anew in the run (other: it reads first) and one
+// that has (acted: it claims). Its times include the recorder's
 // own reads: read the units, not the times.
 func BenchmarkUnits(b *testing.B) {
 	api := newClient(dynalitetest.Endpoint(b), nil)
@@ -359,7 +361,7 @@ func BenchmarkUnits(b *testing.B) {
 		b.ReportMetric(float64(wu)/float64(b.N), "WU/op")
 		b.ReportMetric(ru/float64(b.N), "RU/op")
 	}
-	for _, size := range []int{1 << 10, 64 << 10} {
+	for _, size := range []int{1 << 10, 64 << 10, 256 << 10} {
 		result := make([]byte, size)
 		kib := strconv.Itoa(size>>10) + "KiB"
 		run := strconv.FormatInt(benchRuns.Add(1), 10)
@@ -383,14 +385,39 @@ func BenchmarkUnits(b *testing.B) {
 		if err := seen.Complete(ctx, done.Key, done.Owner, ledger.Completion{Summary: "ok", Result: result}); err != nil {
 			b.Fatal(err)
 		}
+		// Another process on the default (ReadFirstSeen): one that has
+		// not acted anew in the run reads first; one that has (two
+		// processes serving one run at once) claims.
+		other := func() *ledgerdynamo.Store { return ledgerdynamo.New(rec, table, nil) }
+		acted := func() *ledgerdynamo.Store {
+			s := ledgerdynamo.New(rec, table, nil)
+			p := params(run+"-acted-"+strconv.FormatInt(benchRuns.Add(1), 10), "o")
+			if res, err := s.Claim(ctx, p); err != nil || !res.Claimed {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+			if res, err := s.Claim(ctx, params(run+"-new-"+strconv.FormatInt(benchRuns.Add(1), 10), "o")); err != nil || !res.Claimed {
+				b.Fatalf("Claim = %+v, %v", res, err)
+			}
+			return s
+		}
 		for _, st := range []struct {
 			name  string
-			store *ledgerdynamo.Store
-		}{{"replay-", seen}, {"replay-claim-", never}} {
+			store func() *ledgerdynamo.Store
+		}{
+			{"replay-", func() *ledgerdynamo.Store { return seen }},
+			{"replay-claim-", func() *ledgerdynamo.Store { return never }},
+			{"replay-other-", other},
+			{"replay-acted-", acted},
+		} {
 			b.Run(st.name+kib, func(b *testing.B) {
+				stores := make([]*ledgerdynamo.Store, b.N)
+				for i := range stores {
+					stores[i] = st.store()
+				}
 				rec.take()
-				for range b.N {
-					if res, err := st.store.Claim(ctx, params(done.Key, "o2")); err != nil || res.Claimed {
+				b.ResetTimer()
+				for i := range b.N {
+					if res, err := stores[i].Claim(ctx, params(done.Key, "o2")); err != nil || res.Claimed {
 						b.Fatalf("Claim = %+v, %v", res, err)
 					}
 				}

@@ -3,7 +3,8 @@
 // oncely.
 //
 // CreateTable makes the table (partition key pk, the action key; a TTL on
-// expires_at; the index state-lease_until for List and the sweeper), and
+// expires_at; the index state_shard-lease_until, in DefaultShards write
+// shards, for List and the sweeper), and
 // Open returns a Store on it after one DescribeTable that refuses a global
 // table whose replicas are eventually consistent across Regions (two
 // Regions could both claim one action; Config.AllowEventualReplicas when
@@ -11,9 +12,10 @@
 // request. Config.Layout fits the Store to an existing
 // table instead (renamed attributes, a static partition key with the
 // action key as sort key, a key prefix; every process on the table must
-// use the same Layout), and Layout.Shards write-shards the index so that
-// no index key takes more than DynamoDB's 1,000 writes per second
-// (InitTable adds it to an existing table).
+// use the same Layout); the index is write-sharded (Layout.Shards, 64 by
+// default) so that no index key takes more than DynamoDB's 1,000 writes
+// per second up to 10,000 actions per second (InitTable adds it to a table
+// made with the unsharded index, Layout.Shards Unsharded).
 //
 // A claim is a conditional UpdateItem that succeeds when, in words:
 //

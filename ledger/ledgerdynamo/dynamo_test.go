@@ -225,8 +225,8 @@ func TestCreateTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := out.Table; d.TableStatus != types.TableStatusActive || len(d.GlobalSecondaryIndexes) != 1 ||
-		aws.ToString(d.GlobalSecondaryIndexes[0].IndexName) != ledgerdynamo.IndexName ||
-		d.GlobalSecondaryIndexes[0].Projection.ProjectionType != types.ProjectionTypeAll {
+		aws.ToString(d.GlobalSecondaryIndexes[0].IndexName) != ledgerdynamo.ShardedIndexName ||
+		d.GlobalSecondaryIndexes[0].Projection.ProjectionType != types.ProjectionTypeInclude {
 		t.Errorf("table %s: status %s, indexes %+v", table, d.TableStatus, d.GlobalSecondaryIndexes)
 	}
 

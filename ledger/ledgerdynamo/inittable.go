@@ -59,7 +59,7 @@ func (r *InitReport) String() string {
 	var b strings.Builder
 	kind := "unsharded, projecting all attributes"
 	if r.Shards > 0 {
-		kind = fmt.Sprintf("%d shards, projecting the keys", r.Shards)
+		kind = fmt.Sprintf("%d shards, projecting the keys, run and expiry", r.Shards)
 	}
 	switch {
 	case r.Created:

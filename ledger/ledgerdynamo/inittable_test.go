@@ -44,10 +44,11 @@ func TestInitTableShardsExistingTable(t *testing.T) {
 	t.Parallel()
 	c := newCounter(nil)
 	api := newClient(dynalitetest.IndexProxy(t, dynalitetest.Endpoint(t)), c)
-	table := dynalitetest.NewTable(t, api) // the unsharded layout
+	unsharded := ledgerdynamo.Layout{Shards: ledgerdynamo.Unsharded}
+	table := dynalitetest.NewTableWith(t, api, &ledgerdynamo.TableOptions{Layout: unsharded})
 	ctx := context.Background()
 	clock := clock.NewFake(t0)
-	old := ledgerdynamo.New(api, table, &ledgerdynamo.Config{Clock: clock})
+	old := ledgerdynamo.New(api, table, &ledgerdynamo.Config{Clock: clock, Layout: unsharded})
 	check := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -79,7 +80,7 @@ func TestInitTableShardsExistingTable(t *testing.T) {
 	}
 	for _, line := range []string{
 		"table " + table + ": exists\n",
-		"index state_shard-lease_until (4 shards, projecting the keys): created",
+		"index state_shard-lease_until (4 shards, projecting the keys, run and expiry): created",
 		"records: 4 read, 3 filed under their index shard, 1 changed meanwhile and left as they were (run init again)\n",
 		"index state-lease_until (unsharded): still on the table",
 		`--global-secondary-index-updates '[{"Delete":{"IndexName":"state-lease_until"}}]'`,
@@ -104,7 +105,7 @@ func TestInitTableShardsExistingTable(t *testing.T) {
 	if rep.IndexCreated || rep.Scanned != 4 || rep.Filed != 2 || rep.Changed != 0 {
 		t.Errorf("InitTable again = %+v; want 4 read, 2 filed", *rep)
 	}
-	if !strings.Contains(rep.String(), "table "+table+": exists, with index state_shard-lease_until (4 shards, projecting the keys)\n") {
+	if !strings.Contains(rep.String(), "table "+table+": exists, with index state_shard-lease_until (4 shards, projecting the keys, run and expiry)\n") {
 		t.Errorf("report:\n%s", rep)
 	}
 	if got, want := listed(t, s, ledger.Filter{}), []string{"k-done/done", "k-failed/failed", "k-pending/done", "k-uncertain/pending"}; !slices.Equal(got, want) {
@@ -132,7 +133,7 @@ func TestInitTableShardsExistingTable(t *testing.T) {
 func TestInitTableCreates(t *testing.T) {
 	t.Parallel()
 	api := newClient(dynalitetest.Endpoint(t), nil)
-	for _, shards := range []int{0, ledgerdynamo.DefaultShards} {
+	for _, shards := range []int{ledgerdynamo.Unsharded, 0} {
 		_, table := dynalitetest.ForExamples()
 		opts := &ledgerdynamo.TableOptions{Layout: ledgerdynamo.Layout{Shards: shards}}
 		rep, err := ledgerdynamo.InitTable(context.Background(), api, table, opts)
@@ -140,8 +141,8 @@ func TestInitTableCreates(t *testing.T) {
 			t.Fatal(err)
 		}
 		kind := "unsharded, projecting all attributes"
-		if shards > 0 {
-			kind = fmt.Sprintf("%d shards, projecting the keys", shards)
+		if shards == 0 {
+			kind = fmt.Sprintf("%d shards, projecting the keys, run and expiry", ledgerdynamo.DefaultShards)
 		}
 		if want := fmt.Sprintf("table %s: created, with index %s (%s)\nTTL: not supported by the server", table, rep.Index, kind); rep.String() != want {
 			t.Errorf("report:\n%s\nwant:\n%s", rep, want)

@@ -9,12 +9,13 @@ import (
 	"github.com/oncely/oncely/ledger"
 )
 
-// IndexName is the default name (Layout.Index) of the global secondary
-// index on (state, lease_until) that List queries.
+// IndexName is the default name (Layout.Index) of the unsharded global
+// secondary index on (state, lease_until) that List queries with
+// Layout.Shards Unsharded.
 const IndexName = "state-lease_until"
 
 // ShardedIndexName is the default name (Layout.Index) of the index on
-// (state_shard, lease_until) that List queries when Layout.Shards is set.
+// (state_shard, lease_until) that List queries: the default layout's.
 const ShardedIndexName = "state_shard-lease_until"
 
 // item is one DynamoDB item.

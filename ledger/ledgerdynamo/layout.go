@@ -76,28 +76,38 @@ type Layout struct {
 	// [IndexName], or with Shards on (Attributes.Shard,
 	// Attributes.LeaseUntil) [ShardedIndexName].
 	Index string
-	// Shards, when above zero, write-shards the index: every write that
-	// sets a record's state also sets Attributes.Shard to the state and
-	// one of Shards numbers taken from a hash of the action key
-	// ("pending#07", Layout.IndexKey), the index is keyed on that
-	// attribute and projects the keys only, and List queries every shard
-	// of a state and merges them, fetching the records with BatchGetItem.
-	// One index partition key then takes 1/Shards of the index's writes:
-	// DefaultShards keeps every one below DynamoDB's 1,000 write units per
-	// second up to 10,000 actions per second (see "DynamoDB at scale" in
-	// the README). Zero is the unsharded index of earlier versions, whose
-	// partition key is the state: a table made with it keeps working until
-	// InitTable adds the sharded index. At most MaxShards. The shard of a
-	// key depends on Shards: raising it is safe once every process that
-	// lists uses the new value; lowering it hides records from List.
+	// Shards is the number of write shards of the index [DefaultShards].
+	// Every write that sets a record's state also sets Attributes.Shard
+	// to the state and one of Shards numbers taken from a hash of the
+	// action key ("pending#07", Layout.IndexKey); the index is keyed on
+	// that attribute and projects the keys, the run and the expiry (what
+	// List filters on); List queries the shards of a state concurrently,
+	// merges their entries and fetches the records of the page it returns
+	// with BatchGetItem. One index partition key then takes 1/Shards of
+	// the index's writes: DefaultShards keeps every one below DynamoDB's
+	// 1,000 write units per second up to 10,000 actions per second (see
+	// "Sizing and cost" in docs/ledgers.md). Unsharded (-1) is the index
+	// whose partition key is the state, which projects whole records and
+	// takes every pending record's writes on one key: for tables made
+	// with it. At most MaxShards. The shard of a key depends on Shards:
+	// raising it is safe once every process that lists uses the new
+	// value; lowering it hides records from List.
 	Shards int
 }
 
-// DefaultShards is the number of index shards the README's sizing
-// assumes (Layout.Shards): up to 10,000 actions per second, each renewed
-// once, no index partition key takes more than 1,000 write units per
-// second.
+// DefaultShards is the number of index shards of a Layout whose Shards
+// is zero: up to 10,000 actions per second, each renewed once, no index
+// partition key takes more than 1,000 write units per second (an action
+// writes 4 one-unit index entries on its pending shard with one renewal:
+// 40,000 units per second over 64 keys is 625 each; TestIndexWritesPerAction).
 const DefaultShards = 64
+
+// Unsharded, as Layout.Shards, selects the unsharded index (IndexName),
+// keyed on the state alone: every pending record's index writes go to
+// one partition key, which caps the table near 250 actions per second
+// with a renewal each, and the index holds whole records, results
+// included. For tables made with it.
+const Unsharded = -1
 
 // MaxShards bounds Layout.Shards: List queries every shard of a state.
 const MaxShards = 1000
@@ -161,6 +171,12 @@ func (l Layout) resolve() (layout, error) {
 		attr[f.ph] = f.name
 	}
 	res := layout{attr: attr, keyPH: phKey, prefix: l.KeyPrefix, index: l.Index, shards: l.Shards}
+	switch l.Shards {
+	case 0:
+		res.shards = DefaultShards
+	case Unsharded:
+		res.shards = 0
+	}
 	switch {
 	case l.PartitionKeyValue != "" && l.SortKey != "":
 		attr[phSortKey] = l.SortKey
@@ -171,9 +187,9 @@ func (l Layout) resolve() (layout, error) {
 		errs = append(errs, errors.New("SortKey needs a PartitionKeyValue"))
 	}
 	switch {
-	case l.Shards < 0 || l.Shards > MaxShards:
-		errs = append(errs, fmt.Errorf("Shards %d: want 0 (unsharded) to %d", l.Shards, MaxShards))
-	case res.index == "" && l.Shards > 0:
+	case l.Shards < Unsharded || l.Shards > MaxShards:
+		errs = append(errs, fmt.Errorf("Shards %d: want 1 to %d, 0 for %d, or -1 (Unsharded)", l.Shards, MaxShards, DefaultShards))
+	case res.index == "" && res.shards > 0:
 		res.index = ShardedIndexName
 	case res.index == "":
 		res.index = IndexName
@@ -277,17 +293,21 @@ func (l layout) actionKey(it item) (string, error) {
 
 // IndexKey returns the value of the index partition key under which a
 // record of the action key in state is filed: the state itself when
-// Shards is zero, else the state, "#" and the key's shard in two digits
+// Shards is Unsharded, else the state, "#" and the key's shard in two digits
 // at least ("pending#07"). The shard is FNV-1a (32 bits) of the action
 // key modulo Shards; it never changes between versions, so records stay
 // where they were written.
 func (l Layout) IndexKey(key string, state ledger.State) string {
-	if l.Shards <= 0 {
+	n := l.Shards
+	switch {
+	case n == 0:
+		n = DefaultShards
+	case n < 0:
 		return string(state)
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	return shardKey(state, int(h.Sum32()%uint32(l.Shards)))
+	return shardKey(state, int(h.Sum32()%uint32(n)))
 }
 
 // shardKey is the index partition key of shard n of state.
@@ -295,6 +315,9 @@ func shardKey(state ledger.State, n int) string { return fmt.Sprintf("%s#%02d", 
 
 // indexKey is Layout.IndexKey.
 func (l layout) indexKey(key string, state ledger.State) string {
+	if l.shards == 0 {
+		return string(state)
+	}
 	return Layout{Shards: l.shards}.IndexKey(key, state)
 }
 

@@ -39,13 +39,16 @@ var layouts = []struct {
 	name   string
 	layout ledgerdynamo.Layout
 }{
-	{"attributes", ledgerdynamo.Layout{Attributes: powertools, Index: "status-in_progress_expiration"}},
+	// Few shards: the suite's walks list one record a page, a Query per
+	// shard (see TestConformance).
+	{"attributes", ledgerdynamo.Layout{Attributes: powertools, Index: "status-in_progress_expiration", Shards: 2}},
 	{"partition value", ledgerdynamo.Layout{
 		Attributes:        ledgerdynamo.Attributes{Key: "PK"},
-		PartitionKeyValue: "ONCELY", SortKey: "SK",
+		PartitionKeyValue: "ONCELY", SortKey: "SK", Shards: 2,
 	}},
-	{"key prefix", ledgerdynamo.Layout{KeyPrefix: "oncely#"}},
+	{"key prefix", ledgerdynamo.Layout{KeyPrefix: "oncely#", Shards: 2}},
 	{"sharded", ledgerdynamo.Layout{Shards: 4}},
+	{"unsharded", ledgerdynamo.Layout{Shards: ledgerdynamo.Unsharded}},
 	{"all", ledgerdynamo.Layout{
 		Attributes:        ledgerdynamo.Attributes{Key: "PK", State: "status", ExpiresAt: "ttl", Owner: "name", Shard: "status_shard"},
 		PartitionKeyValue: "TENANT#7", SortKey: "SK", KeyPrefix: "LEDGER#", Index: "GSI1", Shards: 3,
@@ -237,7 +240,7 @@ func TestExpressionsUsePlaceholders(t *testing.T) {
 		index   string
 		queries int
 	}{
-		{0, ledgerdynamo.IndexName, 4},
+		{ledgerdynamo.Unsharded, ledgerdynamo.IndexName, 4},
 		{2, ledgerdynamo.ShardedIndexName, 8},
 	} {
 		t.Run(fmt.Sprintf("shards=%d", tc.shards), func(t *testing.T) {
@@ -331,9 +334,9 @@ func checkShardSet(t *testing.T, l ledgerdynamo.Layout, key string, in *dynamodb
 	case m == nil && sets:
 		t.Errorf("%q sets the shard but not the state", update)
 	case m == nil:
-	case l.Shards == 0 && strings.Contains(update, "#state_shard"):
+	case l.Shards == ledgerdynamo.Unsharded && strings.Contains(update, "#state_shard"):
 		t.Errorf("%q sets the shard on an unsharded layout", update)
-	case l.Shards == 0:
+	case l.Shards == ledgerdynamo.Unsharded:
 	case !sets || !strings.Contains(update, "#state_shard = :state_shard"):
 		t.Errorf("%q sets the state but not the shard", update)
 	default:
@@ -392,7 +395,7 @@ func TestLayoutInvalid(t *testing.T) {
 		{"index name", ledgerdynamo.Layout{Index: "a b"}, "index name"},
 		{"long name", ledgerdynamo.Layout{Attributes: ledgerdynamo.Attributes{Ref: strings.Repeat("r", 256)}}, "1 to 255 bytes"},
 		{"prefix not UTF-8", ledgerdynamo.Layout{KeyPrefix: "\xff"}, "KeyPrefix is not valid UTF-8"},
-		{"negative shards", ledgerdynamo.Layout{Shards: -1}, "Shards -1: want 0 (unsharded) to 1000"},
+		{"negative shards", ledgerdynamo.Layout{Shards: -2}, "Shards -2: want 1 to 1000, 0 for 64, or -1 (Unsharded)"},
 		{"too many shards", ledgerdynamo.Layout{Shards: ledgerdynamo.MaxShards + 1}, "Shards 1001"},
 		{"shard attribute is the state", ledgerdynamo.Layout{Shards: 2, Attributes: ledgerdynamo.Attributes{Shard: "state"}}, `"state" is used for both state and state_shard`},
 	} {
@@ -443,8 +446,10 @@ func TestIndexKey(t *testing.T) {
 		state  ledger.State
 		want   string
 	}{
-		{0, "k", ledger.StatePending, "pending"},
-		{0, sha, ledger.StateUncertain, "uncertain"},
+		{ledgerdynamo.Unsharded, "k", ledger.StatePending, "pending"},
+		{ledgerdynamo.Unsharded, sha, ledger.StateUncertain, "uncertain"},
+		{0, "k", ledger.StatePending, "pending#42"}, // DefaultShards
+		{0, sha, ledger.StateUncertain, "uncertain#39"},
 		{1, sha, ledger.StateDone, "done#00"},
 		{3, "", ledger.StateFailed, "failed#01"},
 		{64, "k", ledger.StateDone, "done#42"},
@@ -485,8 +490,9 @@ func TestCreateTableLayout(t *testing.T) {
 	if got, want := keys(d.GlobalSecondaryIndexes[0].KeySchema), []string{"status_shard HASH", "lease_until RANGE"}; !slices.Equal(got, want) {
 		t.Errorf("index key %v, want %v", got, want)
 	}
-	if p := d.GlobalSecondaryIndexes[0].Projection; p == nil || p.ProjectionType != types.ProjectionTypeKeysOnly {
-		t.Errorf("index projection %+v, want KEYS_ONLY", p)
+	if p := d.GlobalSecondaryIndexes[0].Projection; p == nil || p.ProjectionType != types.ProjectionTypeInclude ||
+		!slices.Equal(p.NonKeyAttributes, []string{"run_id", "ttl"}) {
+		t.Errorf("index projection %+v, want INCLUDE run_id, ttl", p)
 	}
 	// Again with the same layout: accepted.
 	if err := ledgerdynamo.CreateTable(ctx, api, table, &ledgerdynamo.TableOptions{Layout: l}); err != nil {
@@ -496,7 +502,7 @@ func TestCreateTableLayout(t *testing.T) {
 		{},
 		{Attributes: l.Attributes, PartitionKeyValue: "P", SortKey: "other", Index: l.Index},
 		{Attributes: l.Attributes, PartitionKeyValue: "P", SortKey: "SK"},
-		{Attributes: l.Attributes, PartitionKeyValue: "P", SortKey: "SK", Index: l.Index}, // GSI1 unsharded
+		{Attributes: l.Attributes, PartitionKeyValue: "P", SortKey: "SK", Index: l.Index, Shards: ledgerdynamo.Unsharded}, // GSI1 unsharded
 	} {
 		if err := ledgerdynamo.CreateTable(ctx, api, table, &ledgerdynamo.TableOptions{Layout: other}); !errors.Is(err, ledgerdynamo.ErrSchema) {
 			t.Errorf("CreateTable with layout %+v over the table = %v; want ErrSchema", other, err)

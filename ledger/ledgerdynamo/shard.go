@@ -18,20 +18,16 @@ import (
 const batchGetKeys = 100
 
 // fetchRecords returns the records that a page of entries of the
-// sharded index (keys only) stands for, read with consistent BatchGetItem
-// requests, in the page's order. An entry whose record has gone, moved
-// (another state or lease than the entry's: the index lags the table, or
-// a process on the unsharded layout wrote the record) or does not pass
-// the filter is left out; the record is listed where the index holds it
-// now.
-func (s *Store) fetchRecords(ctx context.Context, entries []item, state ledger.State, f ledger.Filter, now time.Time) ([]ledger.Record, error) {
-	hash, rng := s.lay.tableKey()
+// sharded index stands for (key, state, LeaseUntil), read with
+// consistent BatchGetItem requests (batchGetKeys keys each), in the
+// page's order. An entry whose record has gone, moved (another state or
+// lease than the entry's: the index lags the table, or a process on the
+// unsharded layout wrote the record) or does not pass the filter is left
+// out; the record is listed where the index holds it now.
+func (s *Store) fetchRecords(ctx context.Context, entries []ledger.Record, f ledger.Filter, now time.Time) ([]ledger.Record, error) {
 	keys := make([]item, len(entries))
 	for i, e := range entries {
-		keys[i] = item{hash: e[hash]}
-		if rng != "" {
-			keys[i][rng] = e[rng]
-		}
+		keys[i] = s.lay.keyOf(e.Key)
 	}
 	got := map[string]*ledger.Record{}
 	for chunk := range slices.Chunk(keys, batchGetKeys) {
@@ -39,15 +35,11 @@ func (s *Store) fetchRecords(ctx context.Context, entries []item, state ledger.S
 			return nil, err
 		}
 	}
-	f.State, f.After = state, ledger.Cursor{}
+	f.After = ledger.Cursor{}
 	recs := make([]ledger.Record, 0, len(entries))
 	for _, e := range entries {
-		key, err := s.lay.actionKey(e)
-		if err != nil {
-			continue // another layout's item in a shared table
-		}
-		rec := got[key]
-		if rec == nil || !f.Matches(rec, now) || entryLease(s.lay, e) != millis(rec.LeaseUntil) {
+		rec := got[e.Key]
+		if rec == nil || rec.State != e.State || !f.Matches(rec, now) || millis(rec.LeaseUntil) != millis(e.LeaseUntil) {
 			continue
 		}
 		recs = append(recs, *rec)

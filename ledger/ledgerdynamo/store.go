@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -504,14 +505,19 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 }
 
 // List queries the index, one index partition key at a time (a state, or
-// with Layout.Shards each shard of a state; all four states when the
+// each shard of a state with the sharded index; all four states when the
 // filter sets none), each from the filter's cursor in ascending
-// LeaseUntil, and merges them in cursor order; records of equal
-// LeaseUntil are ordered by key in the store. Index reads are eventually
-// consistent: on DynamoDB a write may take a moment to show. The sharded
-// index holds keys only: List fetches the records it lists with
-// consistent BatchGetItem reads and leaves out a record that has moved
-// since the index entry was written (another state or lease).
+// LeaseUntil, concurrently, and merges them in cursor order; records of
+// equal LeaseUntil are ordered by key in the store. Index reads are
+// eventually consistent: on DynamoDB a write may take a moment to show.
+//
+// The sharded index holds keys, the run and the expiry: List merges its
+// entries up to the page's size, reading each shard once unless it holds
+// more than its share of the page, then fetches the page's records with
+// consistent BatchGetItem reads (one per 100) and leaves out a record
+// that has moved since its entry was written (another state or lease),
+// merging on to fill the page. Records that share one LeaseUntil take one
+// more Query per 1,000 of them, not one each.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -545,12 +551,43 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		}
 		return replies, g.Wait()
 	}
-	return listmerge.Merge(ctx, len(parts), f.After, limit, fetch)
+	if s.lay.shards == 0 {
+		return listmerge.Merge(ctx, len(parts), f.After, limit, fetch)
+	}
+	// Entries are small (keys, run, expiry): each shard is asked for four
+	// times its share of the page, so that the first round nearly always
+	// fills it.
+	var out []ledger.Record
+	after := f.After
+	for len(out) < limit {
+		want := limit - len(out)
+		entries, err := listmerge.MergeChunk(ctx, len(parts), after, want, min(want, 4*want/len(parts)+8), fetch)
+		if err != nil {
+			return nil, err
+		}
+		if len(entries) == 0 {
+			break
+		}
+		recs, err := s.fetchRecords(ctx, entries, f, s.cfg.Clock.Now())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, recs...)
+		if len(entries) < want {
+			break // the index holds no more
+		}
+		after = ledger.CursorOf(&entries[len(entries)-1])
+	}
+	return out, nil
 }
 
 // listQueries bounds the queries one List runs at once (a sharded index
 // has Shards partition keys per state).
 const listQueries = 16
+
+// tieQuery is how many entries one Query reads among records that share
+// the LeaseUntil of the last one a page needs.
+const tieQuery = 1000
 
 // indexPart is one partition key of the index: the records of state
 // under key (the state, or one of its shards).
@@ -560,97 +597,140 @@ type indexPart struct {
 }
 
 // listPart reads up to n records of one index partition key after the
-// cursor. The index orders records of equal LeaseUntil arbitrarily, so it
-// reads on past the n-th record while LeaseUntil stays the same, and sorts.
+// cursor: whole records from the unsharded index, entries (key, state,
+// lease, run) from the sharded one. The index orders records of equal
+// LeaseUntil arbitrarily, so it reads them all where a page begins or
+// ends among them, with a key condition on that LeaseUntil (up to
+// tieQuery entries a Query): first the cursor's LeaseUntil, then later
+// ones, n+1 entries at a time (the one more tells whether the n-th
+// record's LeaseUntil goes on), and sorts.
 func (s *Store) listPart(ctx context.Context, part indexPart, f ledger.Filter, after ledger.Cursor, n int) (listmerge.Reply, error) {
 	now := s.cfg.Clock.Now()
 	state := part.state
-	keyCond := s.lay.indexPH() + " = :state"
+	base := s.lay.indexPH() + " = :state"
 	filters, values := []string{}, item{}
 	if layoutFilter, v := s.lay.filter(); layoutFilter != "" {
 		filters, values = append(filters, layoutFilter), v
 	}
 	values[":state"] = sv(part.key)
-	switch {
-	case !f.LeaseBefore.IsZero() && !after.IsZero():
-		keyCond += " AND #lease_until BETWEEN :after AND :last"
-	case !f.LeaseBefore.IsZero():
-		keyCond += " AND #lease_until <= :last"
-	case !after.IsZero():
-		keyCond += " AND #lease_until >= :after"
+	// Both indexes hold the run and the expiry, which the query filters.
+	if f.RunID != "" {
+		filters = append(filters, "#run_id = :run")
+		values[":run"] = sv(f.RunID)
 	}
-	if !f.LeaseBefore.IsZero() {
-		// lease_until < LeaseBefore, at millisecond precision: a stored
-		// millisecond m is before t exactly when m < ceil_ms(t).
-		before := millis(f.LeaseBefore)
-		if f.LeaseBefore.After(time.UnixMilli(before)) {
-			before++
-		}
-		values[":last"] = nv(before - 1)
-	}
-	if !after.IsZero() {
-		values[":after"] = nv(millis(after.LeaseUntil))
-	}
-	// The unsharded index holds whole records, which the query filters;
-	// the sharded one holds keys only, and fetchRecords checks the records.
-	if s.lay.shards == 0 {
-		if f.RunID != "" {
-			filters = append(filters, "#run_id = :run")
-			values[":run"] = sv(f.RunID)
-		}
-		// Only done and failed records expire (an uncertain one has no
-		// expires_at at all, so that TTL never deletes it).
-		if ledger.Expires(state) {
-			filters = append(filters, "#expires_at > :now_s")
-			values[":now_s"] = nv(seconds(now))
-		}
+	// Only done and failed records expire (an uncertain one has no
+	// expires_at at all, so that TTL never deletes it).
+	if ledger.Expires(state) {
+		filters = append(filters, "#expires_at > :now_s")
+		values[":now_s"] = nv(seconds(now))
 	}
 	filter := strings.Join(filters, " AND ")
-	var (
-		recs  []ledger.Record
-		start item
-		cut   bool // records after the last one read remain
-	)
-	for !cut {
-		in := &dynamodb.QueryInput{
-			TableName:                 aws.String(s.table),
-			IndexName:                 aws.String(s.lay.index),
-			KeyConditionExpression:    aws.String(keyCond),
-			FilterExpression:          optional(filter),
-			ExpressionAttributeNames:  s.lay.names(keyCond, filter),
-			ExpressionAttributeValues: values,
-			ExclusiveStartKey:         start,
-			Limit:                     aws.Int32(int32(min(max(n-len(recs), 1), 1000))),
+	// The LeaseUntil range, in milliseconds: lease_until < LeaseBefore at
+	// millisecond precision (a stored millisecond m is before t exactly
+	// when m < ceil_ms(t)), and at or after the cursor's.
+	first, last := int64(-1), int64(-1)
+	if !f.LeaseBefore.IsZero() {
+		last = millis(f.LeaseBefore)
+		if f.LeaseBefore.After(time.UnixMilli(last)) {
+			last++
 		}
-		var out *dynamodb.QueryOutput
-		err := s.do(ctx, "list", func(ctx context.Context) (err error) {
-			out, err = s.api.Query(ctx, in, noSDKRetry)
-			return err
-		})
-		if err != nil {
-			return listmerge.Reply{}, err
-		}
-		page, err := s.records(ctx, out.Items, state, f, now)
-		if err != nil {
-			return listmerge.Reply{}, err
-		}
-		for _, rec := range page {
-			if !after.Before(&rec) {
-				continue // a tie of the cursor's LeaseUntil, up to its key
+		last--
+	}
+	if !after.IsZero() {
+		first = millis(after.LeaseUntil)
+	}
+	var recs []ledger.Record
+	lastRead := int64(-1) // the LeaseUntil of the last entry read
+	// query reads the entries of the range cond, limit at a time, from
+	// start, until more than n records are held (or to the range's end
+	// when all is set), and reports whether it read to its end, and where
+	// it stopped.
+	query := func(cond string, vals item, start item, limit func() int, all bool) (end bool, next item, err error) {
+		for {
+			in := &dynamodb.QueryInput{
+				TableName:                 aws.String(s.table),
+				IndexName:                 aws.String(s.lay.index),
+				KeyConditionExpression:    aws.String(cond),
+				FilterExpression:          optional(filter),
+				ExpressionAttributeNames:  s.lay.names(cond, filter),
+				ExpressionAttributeValues: vals,
+				ExclusiveStartKey:         start,
+				Limit:                     aws.Int32(int32(min(limit(), tieQuery))),
 			}
-			if len(recs) >= n && !rec.LeaseUntil.Equal(recs[n-1].LeaseUntil) {
-				cut = true
-				break
+			var out *dynamodb.QueryOutput
+			err := s.do(ctx, "list", func(ctx context.Context) (err error) {
+				out, err = s.api.Query(ctx, in, noSDKRetry)
+				return err
+			})
+			if err != nil {
+				return false, nil, err
 			}
-			recs = append(recs, rec)
+			page, err := s.records(out.Items, state)
+			if err != nil {
+				return false, nil, err
+			}
+			for _, rec := range page {
+				lastRead = millis(rec.LeaseUntil)
+				if after.Before(&rec) { // else a tie of the cursor's LeaseUntil, up to its key
+					recs = append(recs, rec)
+				}
+			}
+			if start = out.LastEvaluatedKey; len(start) == 0 {
+				return true, nil, nil
+			}
+			if !all && len(recs) > n {
+				return false, start, nil
+			}
 		}
-		start = out.LastEvaluatedKey
-		if len(start) == 0 {
-			break
+	}
+	// with is values with the LeaseUntil bounds named in kv.
+	with := func(kv map[string]int64) item {
+		v := maps.Clone(values)
+		for name, ms := range kv {
+			v[name] = nv(ms)
+		}
+		return v
+	}
+	// From the cursor's LeaseUntil: the page's records and one more,
+	// tieQuery entries a Query while among the cursor's ties.
+	var cond string
+	vals := values
+	switch {
+	case first >= 0 && last >= 0 && first > last:
+		// Nothing is both after the cursor and before LeaseBefore.
+		return listmerge.Reply{Next: after, Done: true}, nil
+	case first >= 0 && last >= 0:
+		cond, vals = base+" AND #lease_until BETWEEN :first AND :last", with(map[string]int64{":first": first, ":last": last})
+	case first >= 0:
+		cond, vals = base+" AND #lease_until >= :first", with(map[string]int64{":first": first})
+	case last >= 0:
+		cond, vals = base+" AND #lease_until <= :last", with(map[string]int64{":last": last})
+	default:
+		cond = base
+	}
+	limit := func() int {
+		if first >= 0 && lastRead == first {
+			return tieQuery
+		}
+		return n + 1 - len(recs)
+	}
+	end, next, err := query(cond, vals, nil, limit, false)
+	if err != nil {
+		return listmerge.Reply{}, err
+	}
+	// Read in ascending LeaseUntil: when the one more shares the n-th
+	// record's, read the rest of its ties from there, tieQuery a Query.
+	if !end && len(recs) > n && millis(recs[n-1].LeaseUntil) == millis(recs[len(recs)-1].LeaseUntil) {
+		tie, nth := base+" AND #lease_until = :tie", millis(recs[n-1].LeaseUntil)
+		if _, _, err := query(tie, with(map[string]int64{":tie": nth}), next, func() int { return tieQuery }, true); err != nil {
+			return listmerge.Reply{}, err
 		}
 	}
 	slices.SortFunc(recs, func(a, b ledger.Record) int { return ledger.CursorOf(&a).Compare(ledger.CursorOf(&b)) })
-	rep := listmerge.Reply{Records: recs[:min(n, len(recs))], Next: after, Done: !cut && len(start) == 0 && len(recs) <= n}
+	// Records beyond the n-th (ties of its LeaseUntil that sort after it
+	// by key, and the one more) are left to the next request, which finds
+	// them from its cursor.
+	rep := listmerge.Reply{Records: recs[:min(n, len(recs))], Next: after, Done: end && len(recs) <= n}
 	if len(rep.Records) > 0 {
 		rep.Next = ledger.CursorOf(&rep.Records[len(rep.Records)-1])
 	}
@@ -658,15 +738,25 @@ func (s *Store) listPart(ctx context.Context, part indexPart, f ledger.Filter, a
 }
 
 // records returns the records of a page of index entries, in the page's
-// order: the entries themselves on the unsharded index, which holds
-// whole records; on the sharded one, which holds keys only, the records
-// fetched (fetchRecords).
-func (s *Store) records(ctx context.Context, entries []item, state ledger.State, f ledger.Filter, now time.Time) ([]ledger.Record, error) {
-	if s.lay.shards > 0 {
-		return s.fetchRecords(ctx, entries, state, f, now)
-	}
+// order: the entries themselves on the unsharded index, which holds whole
+// records; on the sharded one, which holds keys, run and expiry, records
+// with the key, state, LeaseUntil and run only, which List completes
+// (fetchRecords). Another layout's items in a shared table are left out.
+func (s *Store) records(entries []item, state ledger.State) ([]ledger.Record, error) {
 	recs := make([]ledger.Record, 0, len(entries))
 	for _, it := range entries {
+		if s.lay.shards > 0 {
+			key, err := s.lay.actionKey(it)
+			if err != nil {
+				continue // another layout's item in a shared table
+			}
+			rec := ledger.Record{Key: key, State: state, LeaseUntil: time.UnixMilli(entryLease(s.lay, it))}
+			if v, ok := it[s.lay.attr[phRunID]].(*types.AttributeValueMemberS); ok {
+				rec.RunID = v.Value
+			}
+			recs = append(recs, rec)
+			continue
+		}
 		rec, err := s.lay.decode(it)
 		if err != nil {
 			return nil, unavailable("list", err)

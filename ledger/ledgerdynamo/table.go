@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -134,22 +135,24 @@ func (l layout) indexAttributes() []types.AttributeDefinition {
 
 // globalIndex is the index List queries: on (state, lease_until)
 // projecting ALL attributes, or with shards on (state_shard, lease_until)
-// projecting the keys only.
+// projecting the keys, the run and the expiry.
 //
 // The unsharded index projects ALL: List returns whole records from it,
-// result included (the ledger contract). The sharded one projects the
-// keys only, and List fetches the records it finds (BatchGetItem): with
-// ALL, a completion would write its whole record, result included (up to
-// ledger.MaxResultBytes), to one index partition key of the done state,
-// a write unit per KB, so that no number of shards would bound a key's
-// write rate; with KEYS_ONLY every index write is one unit. Listing is
-// rare (the sweeper, the CLI); the writes are every action's. An INCLUDE
-// projection without the result would still copy summaries and reasons
-// (up to 4 KB each), and List would still have to fetch done records.
+// result included (the ledger contract). The sharded one projects what
+// List filters and orders on (the keys, run_id and expires_at: under a
+// hundred bytes beside the action key), and List fetches the records of
+// the page it returns (BatchGetItem): with ALL, a completion would write
+// its whole record, result included (up to ledger.MaxResultBytes), to
+// one index partition key of the done state, a write unit per KB, so
+// that no number of shards would bound a key's write rate; this way every
+// index write is one unit. Listing is rare (the sweeper, the CLI); the
+// writes are every action's. Projecting more (summaries and reasons, up
+// to 4 KB each) would make index writes several units, and List would
+// still fetch done records for their results.
 func (l layout) globalIndex() types.GlobalSecondaryIndex {
-	proj := types.ProjectionTypeAll
+	proj := &types.Projection{ProjectionType: types.ProjectionTypeAll}
 	if l.shards > 0 {
-		proj = types.ProjectionTypeKeysOnly
+		proj = &types.Projection{ProjectionType: types.ProjectionTypeInclude, NonKeyAttributes: l.projected()}
 	}
 	return types.GlobalSecondaryIndex{
 		IndexName: aws.String(l.index),
@@ -157,8 +160,31 @@ func (l layout) globalIndex() types.GlobalSecondaryIndex {
 			{AttributeName: aws.String(l.attr[l.indexPH()]), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(l.attr[phLeaseUntil]), KeyType: types.KeyTypeRange},
 		},
-		Projection: &types.Projection{ProjectionType: proj},
+		Projection: proj,
 	}
+}
+
+// projected lists the attributes, besides the keys, that the sharded
+// index projects: those List's queries filter on.
+func (l layout) projected() []string {
+	return []string{l.attr[phRunID], l.attr[phExpiresAt]}
+}
+
+// projects reports whether the index projection p holds the attributes
+// List's queries read from the sharded index.
+func (l layout) projects(p *types.Projection) bool {
+	if p == nil {
+		return false
+	}
+	if p.ProjectionType == types.ProjectionTypeAll {
+		return true
+	}
+	for _, a := range l.projected() {
+		if !slices.Contains(p.NonKeyAttributes, a) {
+			return false
+		}
+	}
+	return p.ProjectionType == types.ProjectionTypeInclude
 }
 
 // waitActive polls DescribeTable until the table and every index are
@@ -212,6 +238,12 @@ func (l layout) checkSchema(d *types.TableDescription) error {
 		if aws.ToString(g.IndexName) == l.index {
 			if !keyed(g.KeySchema, part, lease) {
 				return fmt.Errorf("index %s must be keyed on (%s, %s)", l.index, part, lease)
+			}
+			if l.shards > 0 && !l.projects(g.Projection) {
+				// A keys-only index of a development build: DynamoDB
+				// cannot change an index's projection.
+				return fmt.Errorf("index %s must project %s (INCLUDE or ALL); delete it and run InitTable (oncely ledger init) to add it again",
+					l.index, strings.Join(l.projected(), " and "))
 			}
 			return nil
 		}

@@ -95,8 +95,8 @@ func TestClusterSpread(t *testing.T) {
 		slices.Sort(n)
 		return n
 	}
-	t.Logf("without Spread: buckets per master %v", share(&ledgerredis.Config{Prefix: "oncely"}))
-	for _, spread := range []int{16, 48, 100} {
+	t.Logf("LegacySpread: buckets per master %v", share(&ledgerredis.Config{Prefix: "oncely", Spread: ledgerredis.LegacySpread}))
+	for _, spread := range []int{0, 16, 48, 100} { // 0: the default
 		for _, prefix := range []string{"oncely", "agents", "a-much-longer-prefix-of-a-ledger"} {
 			got := share(&ledgerredis.Config{Prefix: prefix, Spread: spread})
 			if len(got) != 3 || got[2]-got[0] > 1 {
@@ -112,7 +112,7 @@ func TestClusterSpread(t *testing.T) {
 func TestConformanceThreeMasters(t *testing.T) {
 	t.Parallel()
 	cluster := startCluster(t, 3)
-	for _, spread := range []int{0, 16} {
+	for _, spread := range []int{ledgerredis.LegacySpread, 0} {
 		t.Run(fmt.Sprintf("spread=%d", spread), func(t *testing.T) {
 			t.Parallel()
 			ledgertest.Run(t, func(t *testing.T, clock clock.Clock) ledger.Store {

@@ -10,8 +10,8 @@
 // ledger.ErrNotOwner. Readers apply expiry from the record's fields with
 // Config.Clock (the host's clock, not the server's); key TTLs only reclaim
 // memory, and never cut a live claim short. A ledger's keys share a few
-// hash tags (Buckets, or Config.Spread placed evenly over a cluster's
-// slots), every script touches one slot and only the keys it declares,
+// hash tags (DefaultSpread buckets placed evenly over a cluster's slots,
+// Config.Spread), every script touches one slot and only the keys it declares,
 // and List reads a sorted set per state: listing the stuck records costs
 // the stuck records, not the ledger. Each write trims at most a few index
 // entries of records whose keys have gone; Store.Purge trims the rest and

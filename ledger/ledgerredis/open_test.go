@@ -19,7 +19,7 @@ func TestOpenURL(t *testing.T) {
 	url := redistest.URL(t)
 	prefix := redistest.Prefix(t, url)
 
-	store, err := ledgerredis.OpenURL(ctx, url+"?prefix="+prefix+"&wait=0&wait_timeout=2s&spread=16", nil)
+	store, err := ledgerredis.OpenURL(ctx, url+"?prefix="+prefix+"&wait=0&wait_timeout=2s&spread=48", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestOpenURL(t *testing.T) {
 		t.Errorf("Get under another prefix: %v, want ErrNotFound", err)
 	}
 	c := redistest.NewClient(t, url)
-	if rec, err := ledgerredis.New(c, &ledgerredis.Config{Prefix: prefix, Spread: 16}).Get(ctx, p.Key); err != nil || rec.Owner != p.Owner {
+	if rec, err := ledgerredis.New(c, &ledgerredis.Config{Prefix: prefix, Spread: 48}).Get(ctx, p.Key); err != nil || rec.Owner != p.Owner {
 		t.Errorf("Get under the URL's prefix and spread = %+v, %v", rec, err)
 	}
 	// Without the URL's spread the record is in another bucket: the

@@ -21,15 +21,25 @@ import (
 )
 
 // Buckets is the number of buckets the records are spread over in the
-// layout of a Store whose Config.Spread is zero (the layout of every
-// ledger before Spread existed). Each bucket has its own hash tag,
-// {prefix:b}, so on Redis Cluster or Valkey Cluster the ledger spans up to
-// this many hash slots, placed where the tags hash (4, 8 and 4 of the 16
-// on three masters). It is part of the key layout.
+// layout of a Store whose Config.Spread is LegacySpread (the layout of
+// every ledger before Spread was the default). Each bucket has its own
+// hash tag, {prefix:b}, so on Redis Cluster or Valkey Cluster the ledger
+// spans up to this many hash slots, placed where the tags hash (4, 8 and
+// 4 of the 16 on three masters). It is part of the key layout.
 const Buckets = 16
 
 // MaxSpread is the largest Config.Spread.
 const MaxSpread = 256
+
+// DefaultSpread is the number of buckets of a Store whose Config.Spread
+// is zero: as many as Buckets (a listing reads each bucket), placed
+// evenly, so that the masters of a cluster that own equal ranges of slots
+// hold equal shares within one (5, 5 and 6 on three masters).
+const DefaultSpread = 16
+
+// LegacySpread, as Config.Spread, selects the layout of Buckets buckets
+// placed where their tags hash: for ledgers written with it.
+const LegacySpread = -1
 
 // Defaults of Config.
 const (
@@ -74,13 +84,14 @@ type Config struct {
 	// Durability is what OpenURL and Check require of the server's
 	// configuration (default DurabilityPowerLoss).
 	Durability Durability
-	// Spread, when above zero (at most MaxSpread), spreads the records
-	// over that many buckets whose hash tags are chosen so that their
-	// slots lie at the middles of as many equal ranges of the 16384 slots
-	// of a cluster: masters that own equal contiguous ranges (what
+	// Spread (default DefaultSpread, at most MaxSpread) spreads the
+	// records over that many buckets whose hash tags are chosen so that
+	// their slots lie at the middles of as many equal ranges of the 16384
+	// slots of a cluster: masters that own equal contiguous ranges (what
 	// redis-cli --cluster create makes) hold equal shares of the buckets,
-	// within one. Zero keeps the layout of earlier versions, Buckets
-	// buckets placed where their tags hash. It is part of the key layout:
+	// within one. LegacySpread keeps the layout of ledgers written before
+	// this was the default, Buckets buckets placed where their tags hash
+	// (4, 8 and 4 of the 16 on three masters). It is part of the key layout:
 	// every Store of a ledger uses the same value, and a ledger that holds
 	// records keeps the value it was written with (a Store with another
 	// value does not find them). New clamps it to MaxSpread.
@@ -200,6 +211,7 @@ var (
 func New(client redis.UniversalClient, cfg *Config) *Store {
 	s := &Store{c: client, clock: clock.System{}, prefix: DefaultPrefix, watching: &watching{},
 		waitTimeout: DefaultWaitTimeout, pendingGrace: DefaultPendingGrace.Milliseconds()}
+	s.tags = spreadTags(s.prefix, DefaultSpread)
 	if cfg == nil {
 		return s
 	}
@@ -217,10 +229,13 @@ func New(client redis.UniversalClient, cfg *Config) *Store {
 		s.pendingGrace = cfg.PendingGrace.Milliseconds()
 	}
 	s.durability = cfg.Durability
-	if cfg.Spread > 0 {
+	switch {
+	case cfg.Spread > 0:
 		s.tags = spreadTags(s.prefix, min(cfg.Spread, MaxSpread))
-	} else {
+	case cfg.Spread < 0:
 		s.tags = legacyTags(s.prefix)
+	default:
+		s.tags = spreadTags(s.prefix, DefaultSpread)
 	}
 	return s
 }
@@ -822,8 +837,9 @@ func (s *Store) evalPipelined(ctx context.Context, script *redis.Script, calls [
 // hold the records written before those indexes existed (by a version of
 // this package that kept only the pending index and the index of all
 // records): a bucket without its marker key is walked once, a page of its
-// records per script run, and then marked for as long as its index of all
-// records lives. Walking again is harmless.
+// records per script run, and then marked for good: every write keeps
+// the state indexes, so a marked bucket never needs the walk again, also
+// after its records and indexes expired. Walking again is harmless.
 func (s *Store) indexed(ctx context.Context) error {
 	s.reindexMu.Lock()
 	defer s.reindexMu.Unlock()
@@ -860,14 +876,7 @@ func (s *Store) indexed(ctx context.Context) error {
 				break
 			}
 		}
-		ttl, err := s.c.PTTL(ctx, t+"all").Result()
-		if err != nil {
-			return unavailable(err)
-		}
-		if ttl <= 0 {
-			ttl = time.Duration(s.pendingGrace) * time.Millisecond
-		}
-		if err := s.c.Set(ctx, t+"indexed", "1", ttl).Err(); err != nil {
+		if err := s.c.Set(ctx, t+"indexed", "1", 0).Err(); err != nil {
 			return unavailable(err)
 		}
 	}

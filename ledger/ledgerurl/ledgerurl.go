@@ -6,8 +6,10 @@
 //	dynamodb://TABLE?region=eu-west-1  a DynamoDB table; credentials from the
 //	                                   standard AWS chain; &endpoint=URL for a
 //	                                   local or compatible server; &shards=N
-//	                                   for the write-sharded index
-//	                                   (ledgerdynamo.Layout.Shards); opened
+//	                                   for the index's write shards (default
+//	                                   64; shards=unsharded for a table made
+//	                                   with the one-key index;
+//	                                   ledgerdynamo.Layout.Shards); opened
 //	                                   with ledgerdynamo.Open, which refuses
 //	                                   eventually consistent replicas in
 //	                                   other Regions unless
@@ -336,10 +338,14 @@ func openDynamo(ctx context.Context, u *url.URL, cfg Config) (*Ledger, error) {
 		return nil, fmt.Errorf("%w: eventual_replicas=%q: want allow (every ledger write goes to one Region) or refuse", ErrConfig, v)
 	}
 	var layout ledgerdynamo.Layout
-	if v := q.Get("shards"); v != "" {
+	switch v := q.Get("shards"); v {
+	case "":
+	case "unsharded":
+		layout.Shards = ledgerdynamo.Unsharded
+	default:
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: shards=%q is not a number", ErrConfig, v)
+			return nil, fmt.Errorf("%w: shards=%q is not a number (or unsharded)", ErrConfig, v)
 		}
 		layout.Shards = n
 	}

@@ -149,8 +149,8 @@ func TestConfigErrors(t *testing.T) {
 		{"dynamodb://t/extra?region=x", "dynamodb://TABLE"},
 		{"dynamodb://t?region=us-east-1&endpoint=ftp://h", "not an http(s) URL"},
 		{"dynamodb://t?region=us-east-1&consistent=1", "unknown parameter"},
-		{"dynamodb://t?region=us-east-1&shards=many", `shards="many" is not a number`},
-		{"dynamodb://t?region=us-east-1&shards=-1", "Shards -1: want 0 (unsharded) to 1000"},
+		{"dynamodb://t?region=us-east-1&shards=many", `shards="many" is not a number (or unsharded)`},
+		{"dynamodb://t?region=us-east-1&shards=-2", "Shards -2: want 1 to 1000, 0 for 64, or -1 (Unsharded)"},
 		{"dynamodb://t?region=us-east-1&eventual_replicas=yes", `eventual_replicas="yes": want allow`},
 		{"dynamodb://user:hunter2@t?region=%zz", "not a URL"},
 	} {
@@ -184,15 +184,16 @@ func TestDynamoDBNeedsRegion(t *testing.T) {
 	}
 }
 
-// A DynamoDB URL, with the unsharded index and with shards=N: Init
+// A DynamoDB URL, by default, with the unsharded index and with shards=N: Init
 // creates the table and says so, and the store works.
 func TestDynamoDB(t *testing.T) {
 	endpoint := dynalitetest.Endpoint(t)
 	t.Setenv("AWS_ACCESS_KEY_ID", "local")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
 	for _, tc := range []struct{ query, index string }{
-		{"", "index state-lease_until (unsharded, projecting all attributes)"},
-		{"&shards=8", "index state_shard-lease_until (8 shards, projecting the keys)"},
+		{"", "index state_shard-lease_until (64 shards, projecting the keys, run and expiry)"},
+		{"&shards=unsharded", "index state-lease_until (unsharded, projecting all attributes)"},
+		{"&shards=8", "index state_shard-lease_until (8 shards, projecting the keys, run and expiry)"},
 	} {
 		_, table := dynalitetest.ForExamples()
 		ctx := context.Background()
