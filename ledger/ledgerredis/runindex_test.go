@@ -108,36 +108,39 @@ func TestOlderLayoutRead(t *testing.T) {
 
 // Long text fields are split so that a record's hash keeps the listpack
 // encoding (up to 512 bytes a field, the most a key, tool, run id, owner
-// or fingerprint may have), and read back whole; a longer summary is kept
-// whole (the hash leaves the listpack encoding).
+// or fingerprint may have; a result up to 4 KiB), and read back whole; a
+// longer summary is kept whole (the hash leaves the listpack encoding).
 func TestLongFieldsChunked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
 	store, rc, prefix := newStore(t, &ledgerredis.Config{Clock: clk})
-	for _, n := range []int{64, 65, 128, 129, 511, 512, 513} {
+	for _, n := range []int{64, 65, 128, 129, 511, 512, 513, 4096, 4097} {
 		key := fmt.Sprintf("k-%d", n)
 		text := strings.Repeat("abcdefg", n)[:n]
 		short := text[:min(n, 512)]
 		p := params(key, "o"+short[1:], t0)
 		p.Tool, p.RunID, p.Fingerprint = "t"+short[1:], "r"+short[1:], "f"+short[1:]
-		if n > 512 {
-			p.RunID = "run-long-summary"
-		}
+		p.RunID = fmt.Sprintf("run-%d", n) + p.RunID[:min(n, 500)]
 		if _, err := store.Claim(ctx, p); err != nil {
 			t.Fatal(err)
 		}
-		c := ledger.Completion{Summary: text, Ref: "r" + short[1:], Result: []byte(short), Truncated: true}
+		summary := text[:min(n, 512)]
+		long := n == 513 || n == 4097 // a summary over 512 bytes, or a result over 4 KiB
+		if long {
+			summary = text[:513]
+		}
+		c := ledger.Completion{Summary: summary, Ref: "r" + short[1:], Result: []byte(text), Truncated: true}
 		if err := store.Complete(ctx, key, p.Owner, c); err != nil {
 			t.Fatal(err)
 		}
 		rec, err := store.Get(ctx, key)
 		if err != nil || rec.Owner != p.Owner || rec.Tool != p.Tool || rec.RunID != p.RunID || rec.Fingerprint != p.Fingerprint ||
-			rec.Summary != text || rec.Ref != c.Ref || string(rec.Result) != short || !rec.Truncated {
+			rec.Summary != summary || rec.Ref != c.Ref || string(rec.Result) != text || !rec.Truncated {
 			t.Fatalf("%d bytes: Get = %+v, %v", n, rec, err)
 		}
 		// A claim with the same fingerprint sees the record done.
-		if res, err := store.Claim(ctx, p); err != nil || res.Claimed || res.Previous.Summary != text {
+		if res, err := store.Claim(ctx, p); err != nil || res.Claimed || res.Previous.Summary != summary {
 			t.Fatalf("%d bytes: replay = %+v, %v", n, res, err)
 		}
 		if recs, err := store.List(ctx, ledger.Filter{RunID: p.RunID}); err != nil || len(recs) != 1 || recs[0].Key != key {
@@ -145,7 +148,7 @@ func TestLongFieldsChunked(t *testing.T) {
 		}
 		enc, err := rc.ObjectEncoding(ctx, bucketOf(t, rc, prefix, key)+"r:"+key).Result()
 		want := "listpack"
-		if n > 512 {
+		if long {
 			want = "hashtable"
 		}
 		if err != nil || enc != want {

@@ -16,8 +16,8 @@ import "github.com/redis/go-redis/v9"
 // (ms), e expires at (ms), f fingerprint, a attempt, at attempt at (ms),
 // m summary, r ref, x result, z truncated ("1"), n reason, w updated at (ms),
 // k watched ("1": a Store waits for its settle, see markScript). A text
-// field (t, u, o, f, m, r, x, n) longer than 64 bytes and at most 512 is
-// split into 64-byte chunks, the field and then f1, f2, ... (luaChunks),
+// field (t, u, o, f, m, r, x, n) longer than 64 bytes and at most 512
+// (the result x: 4096) is split into 64-byte chunks, the field and then f1, f2, ... (luaChunks),
 // so that the hash keeps the server's compact listpack encoding (which
 // holds values of up to hash-max-listpack-value bytes, 64 by default);
 // an empty text field, x, and z other than "1" are not written. Records
@@ -29,11 +29,12 @@ const (
 	luaChunks = `
 -- put appends field f with value v to the HSET arguments args: nothing
 -- when v is empty, one field when v is at most chunk bytes or longer than
--- chunk * maxChunks, else v in chunks of chunk bytes as f, f1, f2, ...
+-- chunk * (most or maxChunks), else v in chunks of chunk bytes as f, f1,
+-- f2, ...
 local chunk, maxChunks = 64, 8
-local function put(args, f, v)
+local function put(args, f, v, most)
   if v == '' then return end
-  if #v <= chunk or #v > chunk * maxChunks then
+  if #v <= chunk or #v > chunk * (most or maxChunks) then
     args[#args + 1] = f
     args[#args + 1] = v
     return
@@ -213,7 +214,10 @@ if tonumber(ARGV[10]) > 0 then e = now + tonumber(ARGV[10]) end
 local args = {'s', 'done', 'l', ARGV[2], 'w', ARGV[2], 'e', e}
 put(args, 'm', ARGV[5])
 put(args, 'r', ARGV[6])
-put(args, 'x', ARGV[7])
+-- A result of up to 4 KiB in 64 chunks: the hash keeps under the
+-- server's 128 entries (hash-max-listpack-entries) unless its other text
+-- fields are long too.
+put(args, 'x', ARGV[7], 64)
 if ARGV[8] == '1' then
   args[#args + 1] = 'z'
   args[#args + 1] = '1'
