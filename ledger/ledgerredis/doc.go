@@ -12,8 +12,9 @@
 // memory, and never cut a live claim short. A ledger's keys share a few
 // hash tags (DefaultSpread buckets placed evenly over a cluster's slots,
 // Config.Spread), every script touches one slot and only the keys it declares,
-// and List reads a sorted set per state: listing the stuck records costs
-// the stuck records, not the ledger. Each write trims at most a few index
+// and List reads a sorted set per state, or per run: listing the stuck
+// records costs the stuck records, and listing a run its records, not the
+// ledger. Each write trims at most a few index
 // entries of records whose keys have gone; Store.Purge trims the rest and
 // deletes expired records, a page per script.
 //

@@ -6,17 +6,59 @@ import "github.com/redis/go-redis/v9"
 // of one bucket only (one hash slot), and only keys it declares (KEYS), as
 // a cluster requires. The write scripts take KEYS[1] the
 // record, KEYS[2] the bucket's pending index, KEYS[3] the bucket's index of
-// all records, KEYS[4], [5] and [6] its uncertain, done and failed indexes;
-// ARGV[1] is the action key (the member of the indexes) and ARGV[2] the
-// store's clock in Unix milliseconds.
+// all records, KEYS[4], [5] and [6] its uncertain, done and failed
+// indexes, KEYS[7] the bucket's index of the run the caller expects the
+// record to be of (see Store.runKey); ARGV[1] is the action key (the
+// member of the indexes) and ARGV[2] the store's clock in Unix
+// milliseconds.
 //
 // Record fields (a hash): t tool, u run id, s state, o owner, l lease until
 // (ms), e expires at (ms), f fingerprint, a attempt, at attempt at (ms),
 // m summary, r ref, x result, z truncated ("1"), n reason, w updated at (ms),
-// k watched ("1": a Store waits for its settle, see markScript).
+// k watched ("1": a Store waits for its settle, see markScript). A text
+// field (t, u, o, f, m, r, x, n) longer than 64 bytes and at most 512
+// (the result x: 4096) is split into 64-byte chunks, the field and then f1, f2, ... (luaChunks),
+// so that the hash keeps the server's compact listpack encoding (which
+// holds values of up to hash-max-listpack-value bytes, 64 by default);
+// an empty text field, x, and z other than "1" are not written. Records
+// written before the chunks (one field per value, x and z always) read
+// the same.
 
 // The functions the scripts share; each script takes those it uses.
 const (
+	luaChunks = `
+-- put appends field f with value v to the HSET arguments args: nothing
+-- when v is empty, one field when v is at most chunk bytes or longer than
+-- chunk * (most or maxChunks), else v in chunks of chunk bytes as f, f1,
+-- f2, ...
+local chunk, maxChunks = 64, 8
+local function put(args, f, v, most)
+  if v == '' then return end
+  if #v <= chunk or #v > chunk * (most or maxChunks) then
+    args[#args + 1] = f
+    args[#args + 1] = v
+    return
+  end
+  for i = 0, math.ceil(#v / chunk) - 1 do
+    local name = f
+    if i > 0 then name = f .. i end
+    args[#args + 1] = name
+    args[#args + 1] = string.sub(v, i * chunk + 1, (i + 1) * chunk)
+  end
+end
+-- join returns the value of field f of the record r (a table of its
+-- fields), its chunks joined; nil when it has no f.
+local function join(r, f)
+  local v = r[f]
+  if not v then return nil end
+  local i = 1
+  while r[f .. i] do
+    v = v .. r[f .. i]
+    i = i + 1
+  end
+  return v
+end
+`
 	luaGone = `
 -- gone: the record counts as absent: it is done or failed and its
 -- retention has run out. A pending or uncertain record never expires
@@ -60,8 +102,9 @@ end
 -- until a minute after its retention ends, so that a host whose clock is
 -- behind the writer's still reads a record that has not expired by its own
 -- clock (readers apply expiry from the fields). An index lives as long as
--- its longest-lived record.
-local function keep(s, l, e, now, grace)
+-- its longest-lived record. run is the record's run id; its index is
+-- KEYS[7].
+local function keep(s, l, e, now, grace, run)
   local d = e + 60000
   if s == 'pending' then d = math.max(e, l, now) + grace end
   if s == 'uncertain' then d = now + uncertainKeep end
@@ -77,6 +120,12 @@ local function keep(s, l, e, now, grace)
   redis.call('PEXPIRE', KEYS[1], d - now)
   redis.call('ZADD', KEYS[3], d, ARGV[1])
   outlive(KEYS[3], d - now)
+  -- The run's index (none for a record without a run), by lease end as
+  -- the state indexes, so that listing a run reads its records only.
+  if run ~= '' then
+    redis.call('ZADD', KEYS[7], l, ARGV[1])
+    outlive(KEYS[7], d - now)
+  end
 end
 `
 	luaToMap = `
@@ -88,21 +137,26 @@ end
 `
 	luaOwned = `
 -- owned returns the record's lease and expiry when it is pending and
--- owned by ARGV[3]; nil otherwise.
+-- owned by ARGV[3]; nil otherwise. When it is, but its run is not ARGV[4]
+-- (the run whose index the caller declared as KEYS[7]), it returns the
+-- record's run as a third value.
 local function owned()
-  local r = redis.call('HMGET', KEYS[1], 's', 'o', 'l', 'e')
-  if r[1] ~= 'pending' or r[2] ~= ARGV[3] then return nil end
-  return tonumber(r[3]), tonumber(r[4])
+  local r = tomap(redis.call('HGETALL', KEYS[1]))
+  if r.s ~= 'pending' or join(r, 'o') ~= ARGV[3] then return nil end
+  local u = join(r, 'u') or ''
+  if u ~= ARGV[4] then return tonumber(r.l), tonumber(r.e), u end
+  return tonumber(r.l), tonumber(r.e), nil
 end
 `
 )
 
 // claimScript: ARGV[3] owner, [4] lease until, [5] expires at, [6] tool,
-// [7] run id, [8] fingerprint, [9] grace (ms), [10] the owner token of a
-// pending record known to have exited ("" for none). Returns {1, attempt,
-// attempt at, previous} when claimed (previous: the flat hash taken over,
-// or empty) and {0, blocking} otherwise.
-var claimScript = redis.NewScript(luaGone + luaKeep + luaToMap + `
+// [7] run id (KEYS[7] is its index), [8] fingerprint, [9] grace (ms),
+// [10] the owner token of a pending record known to have exited ("" for
+// none). Returns {1, attempt, attempt at, previous} when claimed
+// (previous: the flat hash taken over, or empty) and {0, blocking}
+// otherwise.
+var claimScript = redis.NewScript(luaGone + luaKeep + luaToMap + luaChunks + `
 local now = tonumber(ARGV[2])
 local prev = redis.call('HGETALL', KEYS[1])
 local attempt, attemptAt = '1', ARGV[2]
@@ -111,8 +165,9 @@ if #prev > 0 then
   local r = tomap(prev)
   local l = tonumber(r.l)
   if not gone(r.s, tonumber(r.e), now) then
+    local fp = join(r, 'f') or ''
     local ok = r.s == 'failed' or
-      (r.f == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and (now >= l or r.o == ARGV[10]))))
+      (fp == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and (now >= l or join(r, 'o') == ARGV[10]))))
     if not ok then return {0, prev} end
     attempt, attemptAt, watched = r.a, r.at, r.k
     -- Over a failed record the attempt begins with this claim (see
@@ -124,68 +179,93 @@ if #prev > 0 then
   redis.call('DEL', KEYS[1])
 end
 prune(ARGV[2])
-redis.call('HSET', KEYS[1], 't', ARGV[6], 'u', ARGV[7], 's', 'pending', 'o', ARGV[3],
-  'l', ARGV[4], 'e', ARGV[5], 'f', ARGV[8], 'a', attempt, 'at', attemptAt, 'w', ARGV[2])
+local args = {'s', 'pending', 'l', ARGV[4], 'e', ARGV[5], 'a', attempt, 'at', attemptAt, 'w', ARGV[2]}
+put(args, 't', ARGV[6])
+put(args, 'u', ARGV[7])
+put(args, 'o', ARGV[3])
+put(args, 'f', ARGV[8])
 -- A record taken over stays watched: its waiters still wait.
-if watched then redis.call('HSET', KEYS[1], 'k', watched) end
-keep('pending', tonumber(ARGV[4]), tonumber(ARGV[5]), now, tonumber(ARGV[9]))
+if watched then
+  args[#args + 1] = 'k'
+  args[#args + 1] = watched
+end
+redis.call('HSET', KEYS[1], unpack(args))
+keep('pending', tonumber(ARGV[4]), tonumber(ARGV[5]), now, tonumber(ARGV[9]), ARGV[7])
 return {1, attempt, attemptAt, prev}
 `)
 
-// completeScript: ARGV[3] owner, [4] summary, [5] ref, [6] result,
-// [7] truncated ("1" or "0"), [8] grace, [9] retention from now (ms; 0:
-// the claim's expiry), [10] the channel its settle is published on when
-// the record is watched (the record's key as the message; Store.Watch).
-// Returns 1, or 0 when not owner.
-var completeScript = redis.NewScript(luaOwned + luaKeep + `
+// The owner-conditional scripts (complete, fail, extend) take ARGV[3] the
+// owner and ARGV[4] the run whose index KEYS[7] is, and return 1 when
+// written, 0 when not owner, and {2, run} when the record is the caller's
+// but of another run than ARGV[4] (nothing written: the caller runs the
+// script again with that run's index).
+
+// completeScript: ARGV[5] summary, [6] ref, [7] result, [8] truncated
+// ("1" or "0"), [9] grace, [10] retention from now (ms; 0: the claim's
+// expiry), [11] the channel its settle is published on when the record is
+// watched (the record's key as the message; Store.Watch).
+var completeScript = redis.NewScript(luaToMap + luaChunks + luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
-local l, e = owned()
+local l, e, other = owned()
 if not l then return 0 end
+if other then return {2, other} end
 prune(ARGV[2])
-if tonumber(ARGV[9]) > 0 then e = now + tonumber(ARGV[9]) end
-redis.call('HSET', KEYS[1], 's', 'done', 'l', ARGV[2], 'm', ARGV[4], 'r', ARGV[5],
-  'x', ARGV[6], 'z', ARGV[7], 'w', ARGV[2], 'e', e)
-keep('done', now, e, now, tonumber(ARGV[8]))
-if redis.call('HEXISTS', KEYS[1], 'k') == 1 then redis.call('PUBLISH', ARGV[10], ARGV[1]) end
+if tonumber(ARGV[10]) > 0 then e = now + tonumber(ARGV[10]) end
+local args = {'s', 'done', 'l', ARGV[2], 'w', ARGV[2], 'e', e}
+put(args, 'm', ARGV[5])
+put(args, 'r', ARGV[6])
+-- A result of up to 4 KiB in 64 chunks: the hash keeps under the
+-- server's 128 entries (hash-max-listpack-entries) unless its other text
+-- fields are long too.
+put(args, 'x', ARGV[7], 64)
+if ARGV[8] == '1' then
+  args[#args + 1] = 'z'
+  args[#args + 1] = '1'
+end
+redis.call('HSET', KEYS[1], unpack(args))
+keep('done', now, e, now, tonumber(ARGV[9]), ARGV[4])
+if redis.call('HEXISTS', KEYS[1], 'k') == 1 then redis.call('PUBLISH', ARGV[11], ARGV[1]) end
 return 1
 `)
 
-// failScript: ARGV[3] owner, [4] reason, [5] definite ("1" or "0"),
-// [6] grace, [7] retention of a failed record from now (ms; 0: the
-// claim's expiry), [8] the channel its settle is published on when the
-// record is watched. Returns 1, or 0 when not owner.
-var failScript = redis.NewScript(luaOwned + luaKeep + `
+// failScript: ARGV[5] reason, [6] definite ("1" or "0"), [7] grace,
+// [8] retention of a failed record from now (ms; 0: the claim's expiry),
+// [9] the channel its settle is published on when the record is watched.
+var failScript = redis.NewScript(luaToMap + luaChunks + luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
-local l, e = owned()
+local l, e, other = owned()
 if not l then return 0 end
+if other then return {2, other} end
 prune(ARGV[2])
 local s = 'uncertain'
-if ARGV[5] == '1' then
+if ARGV[6] == '1' then
   s = 'failed'
-  if tonumber(ARGV[7]) > 0 then e = now + tonumber(ARGV[7]) end
+  if tonumber(ARGV[8]) > 0 then e = now + tonumber(ARGV[8]) end
   redis.call('HINCRBY', KEYS[1], 'a', 1)
   redis.call('HSET', KEYS[1], 'at', ARGV[2], 'e', e)
 end
-redis.call('HSET', KEYS[1], 's', s, 'l', ARGV[2], 'n', ARGV[4], 'w', ARGV[2])
-keep(s, now, e, now, tonumber(ARGV[6]))
-if redis.call('HEXISTS', KEYS[1], 'k') == 1 then redis.call('PUBLISH', ARGV[8], ARGV[1]) end
+local args = {'s', s, 'l', ARGV[2], 'w', ARGV[2]}
+put(args, 'n', ARGV[5])
+redis.call('HSET', KEYS[1], unpack(args))
+keep(s, now, e, now, tonumber(ARGV[7]), ARGV[4])
+if redis.call('HEXISTS', KEYS[1], 'k') == 1 then redis.call('PUBLISH', ARGV[9], ARGV[1]) end
 return 1
 `)
 
-// extendScript: ARGV[3] owner, [4] new lease until, [5] grace. The
-// retention is raised to the new lease end when it is sooner. Returns 1,
-// or 0 when not owner.
-var extendScript = redis.NewScript(luaOwned + luaKeep + `
+// extendScript: ARGV[5] new lease until, [6] grace. The retention is
+// raised to the new lease end when it is sooner.
+var extendScript = redis.NewScript(luaToMap + luaChunks + luaOwned + luaKeep + `
 local now = tonumber(ARGV[2])
-local l, e = owned()
+local l, e, other = owned()
 if not l then return 0 end
-l = tonumber(ARGV[4])
+if other then return {2, other} end
+l = tonumber(ARGV[5])
 if l > e then
   e = l
-  redis.call('HSET', KEYS[1], 'e', ARGV[4])
+  redis.call('HSET', KEYS[1], 'e', ARGV[5])
 end
-redis.call('HSET', KEYS[1], 'l', ARGV[4], 'w', ARGV[2])
-keep('pending', l, e, now, tonumber(ARGV[5]))
+redis.call('HSET', KEYS[1], 'l', ARGV[5], 'w', ARGV[2])
+keep('pending', l, e, now, tonumber(ARGV[6]), ARGV[4])
 return 1
 `)
 
@@ -246,23 +326,36 @@ if #entries < 2 * page then out[1] = 1 end
 return out
 `)
 
-// dropStaleScript drops the action key ARGV[1] from the state index
-// KEYS[1] unless its record KEYS[2] is (still, or again) in the state
-// ARGV[2]: List found the entry's record gone or in another state.
+// dropStaleScript drops the action key ARGV[1] from the index KEYS[1]
+// unless its record KEYS[2] still (or again) has ARGV[3] as its field
+// ARGV[2] (s: the state of a state's index; u: the run of a run's index):
+// List found the entry's record gone, or in another state or run.
 // Returns 1 when it dropped the entry.
-var dropStaleScript = redis.NewScript(`
-if redis.call('HGET', KEYS[2], 's') == ARGV[2] then return 0 end
+var dropStaleScript = redis.NewScript(luaToMap + luaChunks + `
+if join(tomap(redis.call('HGETALL', KEYS[2])), ARGV[2]) == ARGV[3] then return 0 end
 return redis.call('ZREM', KEYS[1], ARGV[1])
 `)
 
-// reindexOneScript puts one record in its state's index; the keys are
-// those of the write scripts, ARGV[1] the action key. Returns 1 when the
-// record exists.
-var reindexOneScript = redis.NewScript(`
+// reindexOneScript puts one record in its state's index and, when its
+// run is ARGV[2] (KEYS[7] that run's index; "" for none), in its run's,
+// which then lives at least as long as the record; the keys are those of
+// the write scripts, ARGV[1] the action key. Returns 1 when the record
+// exists.
+var reindexOneScript = redis.NewScript(luaToMap + luaChunks + `
 local index = {pending = KEYS[2], uncertain = KEYS[4], done = KEYS[5], failed = KEYS[6]}
-local r = redis.call('HMGET', KEYS[1], 's', 'l')
-if not r[1] then return 0 end
-if index[r[1]] then redis.call('ZADD', index[r[1]], r[2], ARGV[1]) end
+local r = tomap(redis.call('HGETALL', KEYS[1]))
+if not r.s then return 0 end
+if index[r.s] then redis.call('ZADD', index[r.s], r.l, ARGV[1]) end
+if ARGV[2] ~= '' and (join(r, 'u') or '') == ARGV[2] then
+  redis.call('ZADD', KEYS[7], r.l, ARGV[1])
+  local ttl = redis.call('PTTL', KEYS[1])
+  local cur = redis.call('PTTL', KEYS[7])
+  if ttl == -1 then
+    redis.call('PERSIST', KEYS[7])
+  elseif ttl > 0 and cur ~= -1 and cur < ttl then
+    redis.call('PEXPIRE', KEYS[7], ttl)
+  end
+end
 return 1
 `)
 
@@ -292,7 +385,8 @@ return out
 `)
 
 // purgeOneScript deletes one record when it expired at a time, and drops
-// it from its bucket's indexes when deleted or gone; the keys are those of
+// it from its bucket's indexes when deleted or gone, its run's index
+// (KEYS[7], read by the caller before) included; the keys are those of
 // the write scripts. ARGV[1] the action key, [2] the time (ms). Returns 1
 // when it deleted the record, else 0.
 var purgeOneScript = redis.NewScript(luaGone + `
@@ -303,7 +397,7 @@ if r[1] then
   redis.call('DEL', KEYS[1])
   deleted = 1
 end
-for i = 2, 6 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+for i = 2, 7 do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return deleted
 `)
 

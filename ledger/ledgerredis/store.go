@@ -194,7 +194,12 @@ type Store struct {
 	owned *redis.Client
 
 	reindexMu sync.Mutex
-	reindexed bool // every bucket's state indexes are complete (indexed)
+	reindexed bool // every bucket's state and run indexes are complete (indexed)
+
+	// runs holds the run of each record this Store claimed and has not
+	// settled (runOf), at most runCacheSize.
+	runsMu sync.Mutex
+	runs   map[string]string
 
 	watching *watching // Watch (watch.go)
 }
@@ -472,11 +477,44 @@ func (s *Store) bucket(key string) string {
 // tag returns the start of every key of bucket b: "{tag}:".
 func (s *Store) tag(b int) string { return s.tags[b] }
 
-// keys returns the record key and the bucket's index keys, as the write
-// scripts take them.
-func (s *Store) keys(key string) []string {
+// keys returns the record key and the bucket's index keys, the index of
+// the run run last, as the write scripts take them.
+func (s *Store) keys(key, run string) []string {
 	t := s.bucket(key)
-	return []string{t + "r:" + key, t + "pending", t + "all", t + "uncertain", t + "done", t + "failed"}
+	return []string{t + "r:" + key, t + "pending", t + "all", t + "uncertain", t + "done", t + "failed", t + "u:" + run}
+}
+
+// recordKey returns the key of the record of key.
+func (s *Store) recordKey(key string) string { return s.bucket(key) + "r:" + key }
+
+// runIndex returns the key of bucket b's index of the records of run.
+func (s *Store) runIndex(b int, run string) string { return s.tag(b) + "u:" + run }
+
+// runCacheSize bounds the Store's memory of the runs of the records it
+// claimed (runOf).
+const runCacheSize = 1 << 16
+
+// runOf returns the run of the record of key as this Store claimed it,
+// or "" when it does not know: the owner-conditional scripts declare that
+// run's index, and a record of another run costs one more round trip.
+func (s *Store) runOf(key string) string {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	return s.runs[key]
+}
+
+// setRun remembers (run != "") or forgets the run of key.
+func (s *Store) setRun(key, run string, known bool) {
+	s.runsMu.Lock()
+	defer s.runsMu.Unlock()
+	if !known || run == "" {
+		delete(s.runs, key)
+		return
+	}
+	if s.runs == nil || len(s.runs) >= runCacheSize {
+		s.runs = map[string]string{}
+	}
+	s.runs[key] = run
 }
 
 // stateIndex returns the key of bucket b's index of the records in state.
@@ -537,7 +575,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 		return ledger.ClaimResult{}, err
 	}
 	now := ms(s.clock.Now())
-	v, err := s.run(ctx, claimScript, s.keys(p.Key), p.Key, now, p.Owner, ms(p.LeaseUntil), ms(p.ExpiresAt),
+	v, err := s.run(ctx, claimScript, s.keys(p.Key, p.RunID), p.Key, now, p.Owner, ms(p.LeaseUntil), ms(p.ExpiresAt),
 		p.Tool, p.RunID, p.Fingerprint, s.pendingGrace, p.Abandoned)
 	if err != nil {
 		return ledger.ClaimResult{}, err
@@ -560,6 +598,7 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	if err != nil {
 		return ledger.ClaimResult{}, unexpected(v)
 	}
+	s.setRun(p.Key, p.RunID, true)
 	res := ledger.ClaimResult{Claimed: true, Attempt: attempt}
 	if flat, _ := reply[3].([]any); len(flat) > 0 {
 		if res.Previous, err = decode(p.Key, flat); err != nil {
@@ -569,22 +608,41 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 	return res, nil
 }
 
-// write runs one of the owner-conditional scripts.
-func (s *Store) write(ctx context.Context, script *redis.Script, key, owner string, args ...any) error {
+// write runs one of the owner-conditional scripts, with the index of the
+// run this Store claimed the record for; when the record is of another
+// run (this Store did not claim it), the script writes nothing and names
+// the run, and write runs it again with that run's index. settled says
+// whether the script settles the record (this Store then forgets its run).
+func (s *Store) write(ctx context.Context, script *redis.Script, settled bool, key, owner string, args ...any) error {
 	if key == "" || owner == "" {
 		return fmt.Errorf("ledgerredis: %w: key and owner are required", ledger.ErrInvalid)
 	}
-	v, err := s.run(ctx, script, s.keys(key), append([]any{key, ms(s.clock.Now()), owner}, args...)...)
-	if err != nil {
-		return err
+	run := s.runOf(key)
+	for range 3 {
+		v, err := s.run(ctx, script, s.keys(key, run), append([]any{key, ms(s.clock.Now()), owner, run}, args...)...)
+		if err != nil {
+			return err
+		}
+		switch v {
+		case int64(1):
+			if settled {
+				s.setRun(key, "", false)
+			}
+			return nil
+		case int64(0):
+			s.setRun(key, "", false)
+			return ledger.ErrNotOwner
+		}
+		other, ok := v.([]any)
+		if !ok || len(other) != 2 || other[0] != int64(2) {
+			return unexpected(v)
+		}
+		run = str(other[1])
+		if !settled {
+			s.setRun(key, run, true)
+		}
 	}
-	switch v {
-	case int64(1):
-		return nil
-	case int64(0):
-		return ledger.ErrNotOwner
-	}
-	return unexpected(v)
+	return fmt.Errorf("ledgerredis: %w: the run of %s kept changing", ledger.ErrUnavailable, key)
 }
 
 // Complete implements ledger.Store.
@@ -592,7 +650,7 @@ func (s *Store) Complete(ctx context.Context, key, owner string, c ledger.Comple
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, completeScript, key, owner, c.Summary, c.Ref, c.Result, flag(c.Truncated), s.pendingGrace, c.Retention.Milliseconds(), s.settledChannel())
+	return s.write(ctx, completeScript, true, key, owner, c.Summary, c.Ref, c.Result, flag(c.Truncated), s.pendingGrace, c.Retention.Milliseconds(), s.settledChannel())
 }
 
 // Fail implements ledger.Store.
@@ -600,7 +658,7 @@ func (s *Store) Fail(ctx context.Context, key, owner string, f ledger.Failure) e
 	if err := f.Validate(); err != nil {
 		return err
 	}
-	return s.write(ctx, failScript, key, owner, f.Reason, flag(f.Definite), s.pendingGrace, f.Retention.Milliseconds(), s.settledChannel())
+	return s.write(ctx, failScript, true, key, owner, f.Reason, flag(f.Definite), s.pendingGrace, f.Retention.Milliseconds(), s.settledChannel())
 }
 
 // Extend implements ledger.Store. It raises the record's retention to the
@@ -610,7 +668,7 @@ func (s *Store) Extend(ctx context.Context, key, owner string, leaseUntil time.T
 	if leaseUntil.IsZero() {
 		return fmt.Errorf("ledgerredis: %w: lease is required", ledger.ErrInvalid)
 	}
-	return s.write(ctx, extendScript, key, owner, ms(leaseUntil), s.pendingGrace)
+	return s.write(ctx, extendScript, false, key, owner, ms(leaseUntil), s.pendingGrace)
 }
 
 // Get implements ledger.Store.
@@ -621,7 +679,7 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m, err := s.c.HGetAll(ctx, s.keys(key)[0]).Result()
+	m, err := s.c.HGetAll(ctx, s.recordKey(key)).Result()
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -639,11 +697,12 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 }
 
 // List implements ledger.Store. Each bucket keeps an index of each
-// state's records by lease end; List reads the indexes of the states the
-// filter asks for, every bucket's, pipelined, and merges them in cursor
-// order, so that its cost grows with the page and the records of those
-// states, not with the whole ledger. A filter on the run is applied to the
-// records read.
+// state's records and one of each run's, by lease end; List reads the
+// indexes the filter asks for (the run's when it names a run, else those
+// of its state or of every state), every bucket's, pipelined, and merges
+// them in cursor order, so that its cost grows with the page, not with
+// the ledger. A listing of one run and one state reads the run's index
+// and skips its records of other states.
 func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -659,6 +718,16 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 	if f.State != "" {
 		states = []ledger.State{f.State}
 	}
+	// The indexes read: one per bucket and state, or per bucket for a run.
+	perBucket := len(states)
+	index := func(source int) string { return s.stateIndex(source/perBucket, states[source%perBucket]) }
+	// An entry is stale when its record no longer has this field value.
+	staleField := func(source int) (string, string) { return "s", string(states[source%perBucket]) }
+	if f.RunID != "" {
+		perBucket = 1
+		index = func(source int) string { return s.runIndex(source, f.RunID) }
+		staleField = func(int) (string, string) { return "u", f.RunID }
+	}
 	leaseBefore := ""
 	if !f.LeaseBefore.IsZero() {
 		// lease_until < LeaseBefore at millisecond precision: a stored
@@ -673,12 +742,11 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		// A page of each source's index, pipelined.
 		calls := make([]evalCall, len(reqs))
 		for i, r := range reqs {
-			b, state := r.Source/len(states), states[r.Source%len(states)]
 			afterLease := ""
 			if !r.After.IsZero() {
 				afterLease = strconv.FormatInt(ms(r.After.LeaseUntil), 10)
 			}
-			calls[i] = evalCall{keys: []string{s.stateIndex(b, state)}, args: []any{leaseBefore, afterLease, r.After.Key, min(r.N, listPage)}}
+			calls[i] = evalCall{keys: []string{index(r.Source)}, args: []any{leaseBefore, afterLease, r.After.Key, min(r.N, listPage)}}
 		}
 		scans, err := s.evalPipelined(ctx, listScanScript, calls)
 		if err != nil {
@@ -711,7 +779,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		reads := make([]*redis.MapStringStringCmd, len(entries))
 		if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for k, e := range entries {
-				reads[k] = p.HGetAll(ctx, s.keys(e.key)[0])
+				reads[k] = p.HGetAll(ctx, s.recordKey(e.key))
 			}
 			return nil
 		}); err != nil {
@@ -720,19 +788,19 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		now := s.clock.Now()
 		var stale []evalCall
 		for k, e := range entries {
-			state := states[reqs[e.req].Source%len(states)]
+			field, value := staleField(reqs[e.req].Source)
 			m := reads[k].Val()
-			if len(m) == 0 || m["s"] != string(state) {
-				// Gone, or left the state since: the entry goes, unless
-				// the record is back in the state by then.
-				stale = append(stale, evalCall{keys: []string{calls[e.req].keys[0], s.keys(e.key)[0]}, args: []any{e.key, string(state)}})
+			if len(m) == 0 || joined(m, field) != value {
+				// Gone, or left the state (the run) since: the entry
+				// goes, unless the record is back in it by then.
+				stale = append(stale, evalCall{keys: []string{calls[e.req].keys[0], s.recordKey(e.key)}, args: []any{e.key, field, value}})
 				continue
 			}
 			r, err := fromMap(e.key, m)
 			if err != nil {
 				return nil, err
 			}
-			if r.Expired(now) || (f.RunID != "" && r.RunID != f.RunID) {
+			if r.Expired(now) || (f.State != "" && r.State != f.State) {
 				continue
 			}
 			replies[e.req].Records = append(replies[e.req].Records, *r)
@@ -742,7 +810,7 @@ func (s *Store) List(ctx context.Context, f ledger.Filter) ([]ledger.Record, err
 		}
 		return replies, nil
 	}
-	return listmerge.Merge(ctx, len(s.tags)*len(states), f.After, limit, fetch)
+	return listmerge.Merge(ctx, len(s.tags)*perBucket, f.After, limit, fetch)
 }
 
 // Purge implements ledger.Purger. The server deletes a done or failed
@@ -771,9 +839,17 @@ func (s *Store) Purge(ctx context.Context, before time.Time) (int, error) {
 				return deleted, unexpected(v)
 			}
 			score, member = str(v[1]), str(v[2])
-			calls := make([]evalCall, 0, len(v)-3)
+			members := make([]string, 0, len(v)-3)
 			for _, m := range v[3:] {
-				calls = append(calls, evalCall{keys: s.keys(str(m)), args: []any{str(m), ms(before)}})
+				members = append(members, str(m))
+			}
+			runs, err := s.runsOf(ctx, members)
+			if err != nil {
+				return deleted, err
+			}
+			calls := make([]evalCall, 0, len(members))
+			for i, m := range members {
+				calls = append(calls, evalCall{keys: s.keys(m, runs[i]), args: []any{m, ms(before)}})
 			}
 			replies, err := s.evalPipelined(ctx, purgeOneScript, calls)
 			if err != nil {
@@ -833,13 +909,19 @@ func (s *Store) evalPipelined(ctx context.Context, script *redis.Script, calls [
 	return out, nil
 }
 
-// indexed makes sure, once per Store, that every bucket's state indexes
-// hold the records written before those indexes existed (by a version of
-// this package that kept only the pending index and the index of all
-// records): a bucket without its marker key is walked once, a page of its
-// records per script run, and then marked for good: every write keeps
-// the state indexes, so a marked bucket never needs the walk again, also
-// after its records and indexes expired. Walking again is harmless.
+// runsIndexedMarker ends a bucket's key that marks its state and run
+// indexes complete ({tag}:indexed marks the state indexes only: a bucket
+// a version before the run indexes marked is walked once more).
+const runsIndexedMarker = "indexed:runs"
+
+// indexed makes sure, once per Store, that every bucket's state and run
+// indexes hold the records written before those indexes existed (by a
+// version of this package that kept only the pending index and the index
+// of all records, or no run indexes): a bucket without its marker key is
+// walked once, a page of its records per script run, and then marked for
+// good: every write keeps the indexes, so a marked bucket never needs the
+// walk again, also after its records and indexes expired. Walking again
+// is harmless.
 func (s *Store) indexed(ctx context.Context) error {
 	s.reindexMu.Lock()
 	defer s.reindexMu.Unlock()
@@ -848,7 +930,7 @@ func (s *Store) indexed(ctx context.Context) error {
 	}
 	for b := range s.tags {
 		t := s.tag(b)
-		n, err := s.c.Exists(ctx, t+"indexed").Result()
+		n, err := s.c.Exists(ctx, t+runsIndexedMarker).Result()
 		if err != nil {
 			return unavailable(err)
 		}
@@ -865,9 +947,17 @@ func (s *Store) indexed(ctx context.Context) error {
 				return unexpected(v)
 			}
 			score, member = str(v[1]), str(v[2])
-			calls := make([]evalCall, 0, len(v)-3)
+			members := make([]string, 0, len(v)-3)
 			for _, m := range v[3:] {
-				calls = append(calls, evalCall{keys: s.keys(str(m)), args: []any{str(m)}})
+				members = append(members, str(m))
+			}
+			runs, err := s.runsOf(ctx, members)
+			if err != nil {
+				return err
+			}
+			calls := make([]evalCall, 0, len(members))
+			for i, m := range members {
+				calls = append(calls, evalCall{keys: s.keys(m, runs[i]), args: []any{m, runs[i]}})
 			}
 			if _, err := s.evalPipelined(ctx, reindexOneScript, calls); err != nil {
 				return err
@@ -876,12 +966,71 @@ func (s *Store) indexed(ctx context.Context) error {
 				break
 			}
 		}
-		if err := s.c.Set(ctx, t+"indexed", "1", 0).Err(); err != nil {
+		// Both marks: the state indexes' (which versions before the run
+		// indexes read) and the run indexes'.
+		if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.Set(ctx, t+"indexed", "1", 0)
+			p.Set(ctx, t+runsIndexedMarker, "1", 0)
+			return nil
+		}); err != nil {
 			return unavailable(err)
 		}
 	}
 	s.reindexed = true
 	return nil
+}
+
+// runsOf reads the run of each record of keys (pipelined); "" for a
+// record without a run or gone.
+func (s *Store) runsOf(ctx context.Context, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	fields := make([]string, 0, maxChunks)
+	fields = append(fields, "u")
+	for i := 1; i < maxChunks; i++ {
+		fields = append(fields, "u"+strconv.Itoa(i))
+	}
+	cmds := make([]*redis.SliceCmd, len(keys))
+	if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.HMGet(ctx, s.recordKey(k), fields...)
+		}
+		return nil
+	}); err != nil {
+		return nil, unavailable(err)
+	}
+	runs := make([]string, len(keys))
+	for i, c := range cmds {
+		var b strings.Builder
+		for _, v := range c.Val() {
+			if v == nil {
+				break
+			}
+			b.WriteString(str(v))
+		}
+		runs[i] = b.String()
+	}
+	return runs, nil
+}
+
+// maxChunks is the most chunks a text field is split into (luaChunks).
+const maxChunks = 8
+
+// joined returns the field f of a record's hash, its chunks (f1, f2, ...)
+// joined; see luaChunks.
+func joined(m map[string]string, f string) string {
+	v, ok := m[f]
+	if !ok {
+		return ""
+	}
+	for i := 1; ; i++ {
+		c, ok := m[f+strconv.Itoa(i)]
+		if !ok {
+			return v
+		}
+		v += c
+	}
 }
 
 func flag(b bool) string {
@@ -926,22 +1075,22 @@ func fromMap(key string, m map[string]string) (*ledger.Record, error) {
 	when := func(f string) time.Time { return time.UnixMilli(num(f)).UTC() }
 	r := &ledger.Record{
 		Key:         key,
-		Tool:        m["t"],
-		RunID:       m["u"],
+		Tool:        joined(m, "t"),
+		RunID:       joined(m, "u"),
 		State:       ledger.State(m["s"]),
-		Owner:       m["o"],
+		Owner:       joined(m, "o"),
 		LeaseUntil:  when("l"),
 		ExpiresAt:   when("e"),
-		Fingerprint: m["f"],
+		Fingerprint: joined(m, "f"),
 		Attempt:     int(num("a")),
 		AttemptAt:   when("at"),
-		Summary:     m["m"],
-		Ref:         m["r"],
+		Summary:     joined(m, "m"),
+		Ref:         joined(m, "r"),
 		Truncated:   m["z"] == "1",
-		Reason:      m["n"],
+		Reason:      joined(m, "n"),
 		UpdatedAt:   when("w"),
 	}
-	if x := m["x"]; x != "" {
+	if x := joined(m, "x"); x != "" {
 		r.Result = []byte(x)
 	}
 	if !r.State.Valid() || len(bad) > 0 {

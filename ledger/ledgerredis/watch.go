@@ -89,7 +89,7 @@ func (s *Store) Watch(ctx context.Context, key string) (<-chan struct{}, func(),
 		go w.receive(ps)
 	}
 	ch, stop := w.hub.Add(key)
-	if err := markScript.Run(ctx, s.c, s.keys(key)[:1]).Err(); err != nil {
+	if err := markScript.Run(ctx, s.c, []string{s.recordKey(key)}).Err(); err != nil {
 		stop()
 		return nil, nil, unavailable(fmt.Errorf("mark watched: %w", err))
 	}
