@@ -13,3 +13,6 @@ const PurgeChunk = purgeChunk
 
 // SchemaVersion is the PRAGMA user_version of the files Open writes.
 const SchemaVersion = schemaVersion
+
+// PageSize is the page size of the files Open creates.
+const PageSize = pageSize

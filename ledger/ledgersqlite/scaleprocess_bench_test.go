@@ -60,7 +60,11 @@ var scaleSizes = [2]int{1_000, 1_000_000}
 // of the process, with the two files dropped from the page cache before it
 // started (written back, then POSIX_FADV_DONTNEED, on those files only):
 // what a replay costs a service started on a machine that has not read its
-// ledger yet.
+// ledger yet. cold-small-disk-B and cold-large-disk-B are the bytes those
+// replays read from the disk (read_bytes of /proc/self/io: page-cache
+// misses, readahead included), cold-small-reads and cold-large-reads their
+// read system calls (syscr; a pread per page SQLite did not hold), both
+// per replay: counts, which a loaded machine does not blur.
 //
 // The ledgers are built once and kept in the repository's .tmp directory
 // (a 10^6-record file takes a while to build); the child deletes its fresh
@@ -111,7 +115,7 @@ func BenchmarkScaleProcess(b *testing.B) {
 		}
 		return v
 	}
-	cold := ask("COLD", scaleCold)
+	cold := ask("COLD", scaleCold) // times, bytes read from the disk, read calls
 	ask("WARM", scaleWarmup)
 	var sum [5]int64 // replay small, large; fresh small, large; fresh actions
 	for b.Loop() {
@@ -125,6 +129,8 @@ func BenchmarkScaleProcess(b *testing.B) {
 		b.ReportMetric(float64(sum[i])/replays, "replay-"+size+"-ns/op")
 		b.ReportMetric(float64(sum[2+i])/float64(sum[4]), "fresh-"+size+"-ns/op")
 		b.ReportMetric(float64(cold[i])/scaleCold, "cold-"+size+"-ns/op")
+		b.ReportMetric(float64(cold[2+i])/scaleCold, "cold-"+size+"-disk-B/op")
+		b.ReportMetric(float64(cold[4+i])/scaleCold, "cold-"+size+"-reads/op")
 	}
 	b.ReportMetric(float64(sum[1])/float64(sum[0]), "replay-large/replay-small")
 	b.ReportMetric(float64(sum[3])/float64(sum[2]), "fresh-large/fresh-small")
@@ -143,8 +149,9 @@ func cachedScaleFile(b *testing.B, n int) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	// The schema version in the name: a file of an older layout is not used.
-	path := filepath.Join(dir, fmt.Sprintf("done-v%d-%d.db", ledgersqlite.SchemaVersion, n))
+	// The schema version and page size in the name: a file of another
+	// layout is not used.
+	path := filepath.Join(dir, fmt.Sprintf("done-v%d-p%d-%d.db", ledgersqlite.SchemaVersion, ledgersqlite.PageSize, n))
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
@@ -283,17 +290,28 @@ func scaleChild() (bool, error) {
 		switch what {
 		case "COLD": // the first replays, alternating which ledger goes first
 			var cold [2]time.Duration
+			var read, calls [2]int64 // from the disk, by read system calls
 			for c := range n {
 				for k := range 2 {
 					j := (c + k) % 2
+					b0, c0, err := procIO()
+					if err != nil {
+						return true, err
+					}
 					d, err := replay(j)
 					if err != nil {
 						return true, err
 					}
+					b1, c1, err := procIO()
+					if err != nil {
+						return true, err
+					}
 					cold[j] += d
+					read[j] += b1 - b0
+					calls[j] += c1 - c0 - 1 // less procIO's own read
 				}
 			}
-			fmt.Println(what, int64(cold[0]), int64(cold[1]))
+			fmt.Println(what, int64(cold[0]), int64(cold[1]), read[0], read[1], calls[0], calls[1])
 		case "WARM": // the page cache warm, as in a service that has run a while
 			for _, p := range paths {
 				if err := readFile(p); err != nil {
@@ -323,6 +341,29 @@ func scaleChild() (bool, error) {
 		}
 	}
 	return true, sc.Err()
+}
+
+// procIO returns the bytes this process has caused to be read from the
+// disk (not from the page cache) and the read system calls it has made,
+// from /proc/self/io.
+func procIO() (diskBytes, readCalls int64, err error) {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, _ := strings.Cut(line, ": ")
+		switch name {
+		case "read_bytes":
+			diskBytes, err = strconv.ParseInt(value, 10, 64)
+		case "syscr":
+			readCalls, err = strconv.ParseInt(value, 10, 64)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	return diskBytes, readCalls, nil
 }
 
 // readFile reads the file at path, so that the page cache holds it.

@@ -179,8 +179,41 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 	return nil
 }
 
+// listStates are the states a listing without a state filter merges.
+var listStates = []ledger.State{ledger.StatePending, ledger.StateUncertain, ledger.StateDone, ledger.StateFailed}
+
 // listQuery is the query of List for f at now, with its arguments.
+//
+// A listing of one state reads a range of the index on (state,
+// lease_until), whose entries end with the key, in the order of the page.
+// A listing of every state (and no run) is the union of each state's page,
+// ordered and cut again: SQLite cannot read the index in lease order
+// across states, and without the union it read and sorted the whole table
+// for every page. A listing by run reads the run's records, by the index
+// on run_id, and sorts them.
 func listQuery(f ledger.Filter, now time.Time) (string, []any) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = ledger.DefaultListLimit
+	}
+	const order = " ORDER BY lease_until, key LIMIT ?"
+	if f.State != "" || f.RunID != "" {
+		q, args := listWhere(f, now)
+		return q + order, append(args, limit)
+	}
+	var arms []string
+	var args []any
+	for _, st := range listStates {
+		f.State = st
+		q, a := listWhere(f, now)
+		arms = append(arms, "SELECT * FROM ("+q+order+")")
+		args = append(append(args, a...), limit)
+	}
+	return strings.Join(arms, " UNION ALL ") + order, append(args, limit)
+}
+
+// listWhere is the query of List for f at now without its order and limit.
+func listWhere(f ledger.Filter, now time.Time) (string, []any) {
 	q := "SELECT " + recordCols + " FROM records WHERE NOT " + expired("?")
 	args := []any{now.UnixMilli()}
 	if f.State != "" {
@@ -199,9 +232,5 @@ func listQuery(f ledger.Filter, now time.Time) (string, []any) {
 		q += " AND (lease_until, key) > (?, ?)"
 		args = append(args, f.After.LeaseUntil.UnixMilli(), f.After.Key)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = ledger.DefaultListLimit
-	}
-	return q + " ORDER BY lease_until, key LIMIT ?", append(args, limit)
+	return q, args
 }
