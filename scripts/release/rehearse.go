@@ -128,6 +128,12 @@ func rehearse(r *repo, log io.Writer, keep bool) (err error) {
 	fmt.Fprintf(log, "release-check: %d modules at %s served from %s (then the machine's GOPROXY); GONOSUMDB=%s, GOWORK=off\n",
 		len(r.Modules), r.Modules[0].Version, proxy, r.RootPath)
 
+	if err := os.MkdirAll(filepath.Join(work, "stranger"), 0o755); err != nil {
+		return err
+	}
+	if err := h.gorelease(proxy); err != nil {
+		return err
+	}
 	if err := h.quickStart(); err != nil {
 		return err
 	}
