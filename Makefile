@@ -75,16 +75,18 @@ api-snapshot:
 # go install of cmd/oncely by version, run in an empty directory; and the
 # linux/amd64 archive of make dist, checked and run. Third-party modules
 # come from the machine's module cache.
+# The tool builds from the root module alone (GOWORK=off), so that a fault
+# in a nested go.mod fails its check, not its build.
 release-check:
-	$(GO) run ./scripts/release check
-	$(GO) run ./scripts/release rehearse
+	GOWORK=off $(GO) run ./scripts/release check
+	GOWORK=off $(GO) run ./scripts/release rehearse
 
 # The oncely command for every platform, CGO_ENABLED=0, by plain go build
 # (scripts/release dist): .tmp/dist/oncely_<version>_<os>_<arch>.tar.gz
 # (.zip for Windows) and oncely_<version>_checksums.txt (sha256sum -c).
 DIST_TARGETS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64
 dist:
-	$(GO) run ./scripts/release dist -out .tmp/dist -targets $(DIST_TARGETS)
+	GOWORK=off $(GO) run ./scripts/release dist -out .tmp/dist -targets $(DIST_TARGETS)
 
 # go vet compiles every package first: minutes on a cold build cache.
 # gofmt first: every Go file the repository tracks.

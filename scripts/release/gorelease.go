@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -43,15 +44,62 @@ func (h *rehearsal) gorelease(proxy string) error {
 		if err := h.addOurSums(dir); err != nil {
 			return err
 		}
-		out, err := run(dir, h.env, 10*time.Minute, filepath.Join(gobin, "gorelease"), "-base=none", "-version="+m.Version)
-		if err != nil {
-			return fmt.Errorf("gorelease of %s: %w", m.Path, err)
+		var out string
+		for {
+			out, err = run(dir, h.env, 40*time.Minute, filepath.Join(gobin, "gorelease"), "-base=none", "-version="+m.Version)
+			if err == nil {
+				break
+			}
+			// gorelease reads the version list of every module of the build
+			// (go list -m -u all) for retractions. Where the registry refuses
+			// a list, it reads one made of the versions the machine's module
+			// cache holds, and says so.
+			refused := refusedList.FindStringSubmatch(err.Error())
+			if refused == nil || h.lists[refused[1]] {
+				return fmt.Errorf("gorelease of %s: %w", m.Path, err)
+			}
+			versions, lerr := h.listFromCache(refused[1])
+			if lerr != nil {
+				return fmt.Errorf("gorelease of %s: %w (and no list in the module cache: %v)", m.Path, err, lerr)
+			}
+			fmt.Fprintf(h.log, "release-check: gorelease: the registry refuses the version list of %s; its retractions are read from the versions the module cache holds (%s)\n", refused[1], versions)
 		}
 		summary := strings.TrimSpace(lastLines(out, 1))
 		fmt.Fprintf(h.log, "release-check: gorelease -base=none -version=%s %s: %s\n", m.Version, m.Path, summary)
 	}
 	fmt.Fprintf(h.log, "release-check: gorelease clean for %d modules (%.0fs)\n", len(h.r.Modules), time.Since(start).Seconds())
 	return nil
+}
+
+// refusedList matches the go command's error for a version list the
+// registry refused.
+var refusedList = regexp.MustCompile(`loading module retractions for ([^@\s]+)@\S+: reading \S+/@v/list: 403`)
+
+// listFromCache writes, into the proxy directory that the gorelease runs
+// read after ours, the version list of a module as the versions of it
+// that the machine's module cache holds.
+func (h *rehearsal) listFromCache(p string) (string, error) {
+	esc, err := modv.EscapePath(p)
+	if err != nil {
+		return "", err
+	}
+	infos, err := filepath.Glob(filepath.Join(h.modcache, "cache", "download", filepath.FromSlash(esc), "@v", "*.info"))
+	if err != nil || len(infos) == 0 {
+		return "", fmt.Errorf("no version of %s in the module cache", p)
+	}
+	var versions []string
+	for _, info := range infos {
+		versions = append(versions, strings.TrimSuffix(filepath.Base(info), ".info"))
+	}
+	dir := filepath.Join(h.lists0, filepath.FromSlash(esc), "@v")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "list"), []byte(strings.Join(versions, "\n")+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	h.lists[p] = true
+	return strings.Join(versions, " "), nil
 }
 
 // addOurSums adds to dir's go.sum the sums of the listed modules its go.mod
