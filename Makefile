@@ -6,6 +6,13 @@
 #   make test    go vet, then every test under the race detector (what CI runs)
 #   make api-check  the exported API against the last release's (what CI runs first)
 #   make api-snapshot  record the API as the last release's (at a release)
+#   make release-check  a release rehearsal: every module of versions.yaml served
+#                by version from a file-system module proxy, gorelease on each,
+#                and a stranger's modules outside the repository that go get
+#                them, build and run the README's Quick start, each
+#                integration's example and the go-installed oncely (what CI runs)
+#   make dist    the oncely command's archives (linux, darwin, windows; amd64,
+#                arm64) and their sha256 checksums, in .tmp/dist
 #   make bench   every backend's benchmarks beside their raw floors, into BENCHMARKS.md
 #   make bench-sweep  the sweeper's listing at 10^3 and 10^6 records, into BENCHMARKS.md
 #   make bench-console  the console's pages at 10^3 and 10^6 records, into BENCHMARKS.md
@@ -23,7 +30,7 @@ PKGS     ?= work
 WORKSPACES ?= agent/oncelygenkit
 TESTLOG  ?= .tmp/test.log
 
-.PHONY: bench-console screenshots demo readme-demo test vet api-check api-snapshot bench bench-sweep bench-peers chaos faultpoints clean lambda-build
+.PHONY: bench-console screenshots demo readme-demo test vet api-check api-snapshot release-check dist bench bench-sweep bench-peers chaos faultpoints clean lambda-build
 
 # The demo's oncely is built with the tag oncely_demo: the fakes and the
 # SQLite ledger only, without the AWS SDK, pgx, go-redis and the MCP SDK
@@ -68,6 +75,30 @@ api-check:
 
 api-snapshot:
 	$(GO) run ./scripts/apicheck -write
+
+# versions.yaml against every go.mod and go.work (no replace in a go.mod,
+# every requirement on our modules at the version being released), then
+# the rehearsal (scripts/release; docs/install.md): the modules' zips
+# (golang.org/x/mod/zip) served from a file-system GOPROXY in front of the
+# machine's own, the checksum database off for our paths only, GOWORK=off;
+# gorelease -base=none on each module (there is no earlier version); a
+# stranger's modules in a temporary directory go get them by version and
+# build and run the README's Quick start and each integration's example;
+# go install of cmd/oncely by version, run in an empty directory; and the
+# linux/amd64 archive of make dist, checked and run. Third-party modules
+# come from the machine's module cache.
+# The tool builds from the root module alone (GOWORK=off), so that a fault
+# in a nested go.mod fails its check, not its build.
+release-check:
+	GOWORK=off $(GO) run ./scripts/release check
+	GOWORK=off $(GO) run ./scripts/release rehearse
+
+# The oncely command for every platform, CGO_ENABLED=0, by plain go build
+# (scripts/release dist): .tmp/dist/oncely_<version>_<os>_<arch>.tar.gz
+# (.zip for Windows) and oncely_<version>_checksums.txt (sha256sum -c).
+DIST_TARGETS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64
+dist:
+	GOWORK=off $(GO) run ./scripts/release dist -out .tmp/dist -targets $(DIST_TARGETS)
 
 # go vet compiles every package first: minutes on a cold build cache.
 # gofmt first: every Go file the repository tracks.
