@@ -112,7 +112,7 @@ if #prev > 0 then
   local l = tonumber(r.l)
   if not gone(r.s, tonumber(r.e), now) then
     local ok = r.s == 'failed' or
-      (r.f == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and (now >= l or r.o == ARGV[10]))))
+      (r.f == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and r.o ~= ARGV[3] and (now >= l or r.o == ARGV[10]))))
     if not ok then return {0, prev} end
     attempt, attemptAt, watched = r.a, r.at, r.k
     -- Over a failed record the attempt begins with this claim (see
