@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Outcome is what happened to a call.
@@ -65,4 +66,13 @@ type Result struct {
 	// Shared: the result was produced for a concurrent identical call in
 	// this process and shared with this one.
 	Shared bool
+	// TakeoverAt, for InProgress, is when the claim that holds the action
+	// may be taken over if its owner's heartbeats stop
+	// (ledger.Record.TakeoverAt of the record found: its LeaseUntil, on
+	// the ledger's clock): a repeat at or after it either finds the action
+	// settled or takes it over (reconciling first). While the owner is
+	// alive its heartbeats move it; a caller that retries should wait at
+	// least until then, and not give up before Config.Liveness has passed
+	// since.
+	TakeoverAt time.Time
 }

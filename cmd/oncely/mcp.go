@@ -44,7 +44,7 @@ else the embedded SQLite file ./oncely.db (created if missing).`,
 	config := cmd.Flags().String("config", "", "gateway configuration file (JSON or YAML)")
 	addr := cmd.Flags().String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8787) instead of stdio")
 	runID := cmd.Flags().String("run-id", "", "the run id of calls that carry none (default $"+mcpgateway.RunIDEnv+", else the configuration's run.id)")
-	lease := cmd.Flags().Duration("lease", 0, "how long a claim blocks repeats while the upstream runs the call (default: the configuration's lease, else 2m)")
+	lease := cmd.Flags().Duration("lease", 0, "how long a claim stands after its last heartbeat while the upstream runs the call (default: the configuration's lease, else 12s)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *config == "" {
 			return usageErr("oncely mcp --config gateway.json (see the README's MCP gateway section)", "no --config")
