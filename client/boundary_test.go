@@ -76,7 +76,7 @@ func TestClaimReplyLostOverUncertainReconciles(t *testing.T) {
 func TestUncertainOutlivesRetention(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	f := newFixture(t, &client.Config{Wait: 20 * time.Millisecond, RecordTimeout: 200 * time.Millisecond, Retention: 10 * time.Second, Lease: 5 * time.Second},
+	f := newFixture(t, &client.Config{Wait: 20 * time.Millisecond, RecordTimeout: 200 * time.Millisecond, Retention: 10 * time.Second, Liveness: 5 * time.Second},
 		counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 			return client.Effect{}, fmt.Errorf("the provider answered something unreadable after committing")
 		}))
@@ -98,7 +98,7 @@ func TestUncertainOutlivesRetention(t *testing.T) {
 func TestRetentionCountsFromSettlement(t *testing.T) {
 	t.Parallel()
 	var runs atomic.Int64
-	f := newFixture(t, &client.Config{Wait: 20 * time.Millisecond, RecordTimeout: 200 * time.Millisecond, Retention: 10 * time.Second, Lease: 15 * time.Minute},
+	f := newFixture(t, &client.Config{Wait: 20 * time.Millisecond, RecordTimeout: 200 * time.Millisecond, Retention: 10 * time.Second, Liveness: 15 * time.Minute},
 		counted("send_reply", &runs, nil))
 	wantOutcome(t, f.call(t, "run", "send_reply", `{"ticketId":"7"}`), client.Executed, "Done: ")
 	recs, err := f.store.List(context.Background(), ledger.Filter{State: ledger.StateDone})

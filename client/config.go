@@ -11,10 +11,30 @@ import (
 // Config tunes an Executor. The zero value of each field selects its
 // default.
 type Config struct {
-	// Lease is how long a claim blocks other callers while the tool runs
-	// (default 2 minutes). The context's deadline shortens it: a Lambda
-	// invocation's claim lapses with the invocation. Long runs renew the
-	// lease with Store.Extend.
+	// Liveness is how long a running claim stands after its last
+	// heartbeat (default DefaultLiveness, 12 seconds): each claim and
+	// each heartbeat sets the record's LeaseUntil to Liveness later (never
+	// past the call's end, below). A call whose heartbeats stop for
+	// Liveness (its process died, was paused, or lost the ledger) may be
+	// taken over by another caller, who reconciles before acting; the
+	// call's own tool context is cancelled (ErrLeaseLost) once its
+	// heartbeats have failed for that long, and its late record write is
+	// refused. Liveness bounds how long a repeat waits for a dead owner
+	// anywhere, so keep it short, but several times the ledger's worst
+	// write latency. See docs/liveness.md.
+	Liveness time.Duration
+	// Heartbeat is the interval between a running claim's heartbeats (a
+	// Store.Extend each; default Liveness/3, and Liveness/3 as well when
+	// it is not shorter than Liveness). A heartbeat that fails is retried
+	// at half the time left until the claim lapses.
+	Heartbeat time.Duration
+	// Lease bounds how long one call holds its claim: the claim is not
+	// renewed past Lease after it was taken, and the tool's context is
+	// cancelled (ErrLeaseLost) then. Zero (the default): no bound but
+	// the context's, so a call runs as long as its context allows while
+	// its heartbeats keep the claim. The context's deadline always
+	// bounds the claim: a Lambda invocation's claim lapses with the
+	// invocation.
 	Lease time.Duration
 	// Retention is how long a done or failed record is kept, counted from
 	// when it was settled (default 24 hours), whatever the lease: a record
@@ -77,14 +97,22 @@ type Config struct {
 	NoCounters bool
 }
 
+// DefaultLiveness is the default Config.Liveness: a claim whose heartbeats
+// stop is taken over 12 seconds after its last one.
+const DefaultLiveness = 12 * time.Second
+
 func (c *Config) withDefaults() Config {
 	var d Config
 	if c != nil {
 		d = *c
 	}
-	if d.Lease <= 0 {
-		d.Lease = 2 * time.Minute
+	if d.Liveness <= 0 {
+		d.Liveness = DefaultLiveness
 	}
+	if d.Heartbeat <= 0 || d.Heartbeat >= d.Liveness {
+		d.Heartbeat = d.Liveness / 3
+	}
+	d.Lease = max(d.Lease, 0)
 	if d.Retention <= 0 {
 		d.Retention = 24 * time.Hour
 	}

@@ -657,7 +657,7 @@ func TestLeaseFollowsContextDeadline(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	f := &fixture{clock: clock.NewFake(now)}
 	f.store = ledgermem.New(&ledgermem.Config{Clock: f.clock})
-	f.with(t, f.store, &client.Config{Lease: time.Hour}, counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
+	f.with(t, f.store, &client.Config{Liveness: time.Hour}, counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 		rec, err := f.store.Get(ctx, inv.Key)
 		if err != nil {
 			return client.Effect{}, client.Definite(err)
@@ -716,7 +716,7 @@ func TestHeartbeatRenewsLeaseOfLongRuns(t *testing.T) {
 			clock := clock.NewFake(time.Now().Truncate(time.Second)) // stores keep milliseconds
 			store := &renewals{Store: ledgermem.New(&ledgermem.Config{Clock: clock})}
 			var runs atomic.Int64
-			exec := client.New(store, &client.Config{Clock: clock, Lease: lease})
+			exec := client.New(store, &client.Config{Clock: clock, Liveness: lease})
 			if err := exec.Register(counted("send_reply", &runs, func(ctx context.Context, inv client.Invocation) (client.Effect, error) {
 				first, err := store.Get(ctx, inv.Key)
 				if err != nil {

@@ -76,7 +76,7 @@ func agent(path string) {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	exec := client.New(store, &client.Config{Lease: 2 * time.Minute})
+	exec := client.New(store, &client.Config{Liveness: 2 * time.Minute})
 	err = exec.Register(exitedTool(filepath.Join(filepath.Dir(path), "effects"), func() {
 		fmt.Println("ran")
 		select {} // killed here
@@ -122,7 +122,7 @@ func TestOwnerKilledTakenOverAtOnce(t *testing.T) {
 	}
 	defer store.Close()
 	var ran int
-	exec := client.New(store, &client.Config{Lease: 2 * time.Minute, Wait: -1})
+	exec := client.New(store, &client.Config{Liveness: 2 * time.Minute, Wait: -1})
 	if err := exec.Register(exitedTool(filepath.Join(dir, "effects"), func() { ran++ })); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestOwnerExitsWhileWaited(t *testing.T) {
 	effects := filepath.Join(dir, "effects")
 	var exited atomic.Bool
 	ran, stop := make(chan struct{}), make(chan struct{})
-	f := newFixture(t, &client.Config{Lease: 2 * time.Minute, Wait: time.Hour, RecordTimeout: time.Minute,
+	f := newFixture(t, &client.Config{Liveness: 2 * time.Minute, Wait: time.Hour, RecordTimeout: time.Minute,
 		OwnerExited: func(owner string) bool { return owner == "owner-1" && exited.Load() },
 		NewOwner:    counter("owner-")},
 		exitedTool(effects, func() { close(ran); <-stop }))
@@ -174,7 +174,7 @@ func TestOwnerExitsWhileWaited(t *testing.T) {
 		sentBy = inv.SentBy
 		return rec.Reconcile(ctx, inv)
 	})
-	second := client.New(f.store, &client.Config{Clock: f.clock, Lease: 2 * time.Minute, Wait: time.Hour, RecordTimeout: time.Minute,
+	second := client.New(f.store, &client.Config{Clock: f.clock, Liveness: 2 * time.Minute, Wait: time.Hour, RecordTimeout: time.Minute,
 		OwnerExited: func(owner string) bool { return owner == "owner-1" && exited.Load() },
 		NewOwner:    counter("second-")})
 	if err := second.Register(tool); err != nil {

@@ -14,9 +14,9 @@ import (
 // fence keeps a claim's provider calls inside its lease. Its context, the
 // one reconcilers and the tool run under, is cancelled with cause
 // ErrLeaseLost when the lease ends without renewal or a renewal finds the
-// record taken over. A heartbeat renews the lease every half lease (up to
-// the context's deadline); a renewal that fails is retried until the lease
-// ends. Lease times are read from Config.Clock; the waits between them are
+// record taken over. A heartbeat renews the lease every Config.Heartbeat,
+// to Config.Liveness later (up to the call's end: the context's deadline,
+// Config.Lease); a renewal that fails is retried until the lease ends. Lease times are read from Config.Clock; the waits between them are
 // real timers, and a heartbeat runs only when its timer fires (no
 // goroutine waits for it meanwhile).
 type fence struct {
@@ -59,8 +59,8 @@ func (f *fence) lease() time.Time {
 }
 
 // schedule ends the fence if the lease has ended, and otherwise sets the
-// timer of the next heartbeat: in half a lease; once renewals have failed
-// for that long, at half the remaining time until the lease ends.
+// timer of the next heartbeat: in Config.Heartbeat; once renewals have
+// failed for that long, at half the remaining time until the lease ends.
 func (f *fence) schedule() {
 	cfg := &f.r.e.cfg
 	now := cfg.Clock.Now()
@@ -70,7 +70,7 @@ func (f *fence) schedule() {
 		f.r.log(f.parent, slog.LevelWarn, "oncely lease lost", slog.Any("cause", context.Cause(f.ctx)))
 		return
 	}
-	wait := cfg.Lease / 2
+	wait := cfg.Heartbeat
 	left := until.Sub(now)
 	switch {
 	case f.atDeadline(until):
@@ -90,10 +90,10 @@ func (f *fence) schedule() {
 }
 
 // atDeadline reports whether a lease until until already reaches the
-// call's deadline, so that no renewal can move it.
+// call's end (its deadline, Config.Lease), so that no renewal can move it.
 func (f *fence) atDeadline(until time.Time) bool {
-	dl, ok := f.parent.Deadline()
-	return ok && !dl.After(until)
+	end, ok := f.r.callEnd(f.parent)
+	return ok && !end.After(until)
 }
 
 // beat is one heartbeat: it renews the lease and schedules the next one,
@@ -133,7 +133,7 @@ func (f *fence) renew(timeout time.Duration) error {
 	now := r.e.cfg.Clock.Now()
 	lease := r.leaseEnd(f.parent, now)
 	if !lease.After(now) {
-		err := fmt.Errorf("%w: the call's deadline has passed", ErrLeaseLost)
+		err := fmt.Errorf("%w: the call's deadline (or Config.Lease) has passed", ErrLeaseLost)
 		f.cancel(err)
 		return err
 	}

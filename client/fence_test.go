@@ -66,7 +66,7 @@ func TestFenceCancelsToolWhenLeaseEnds(t *testing.T) {
 			var runs atomic.Int64
 			var cause atomic.Value
 			store := &renewals{Store: ledgermem.New(&ledgermem.Config{Clock: c.clock}), err: c.err}
-			exec := client.New(store, &client.Config{Clock: c.clock, Lease: 50 * time.Millisecond})
+			exec := client.New(store, &client.Config{Clock: c.clock, Liveness: 50 * time.Millisecond})
 			if err := exec.Register(counted("send_reply", &runs, waitFenced(&cause))); err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +251,7 @@ func TestNoRenewalAtTheDeadline(t *testing.T) {
 	var runs atomic.Int64
 	var cause atomic.Value
 	store := &renewals{Store: ledgermem.New(nil)}
-	exec := client.New(store, &client.Config{Lease: 15 * time.Minute})
+	exec := client.New(store, &client.Config{Liveness: 15 * time.Minute})
 	if err := exec.Register(counted("send_reply", &runs, waitFenced(&cause))); err != nil {
 		t.Fatal(err)
 	}

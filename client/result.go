@@ -67,9 +67,13 @@ type Result struct {
 	// this process and shared with this one (set on every merged call; the
 	// calls merged into one that executed are AlreadyDone).
 	Shared bool
-	// TakeoverAt, for InProgress, is when the claim that blocked the call
-	// may be taken over if its owner never finishes (ledger.TakeoverAt of
-	// the record): a caller that retries should retry then. Zero when it
-	// is not known.
+	// TakeoverAt, for InProgress, is when the claim that holds the action
+	// may be taken over if its owner's heartbeats stop
+	// (ledger.Record.TakeoverAt of the record found: its LeaseUntil, on
+	// the ledger's clock): a repeat at or after it either finds the action
+	// settled or takes it over (reconciling first). While the owner is
+	// alive its heartbeats move it; a caller that retries should wait at
+	// least until then, and not give up before Config.Liveness has passed
+	// since.
 	TakeoverAt time.Time
 }

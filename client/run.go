@@ -114,32 +114,46 @@ func prevState(prev *ledger.Record) string {
 	return string(prev.State)
 }
 
-// leaseEnd returns the end of a lease taken or renewed at now: Config.Lease
-// later, or the context's deadline when that is sooner (a claim never
-// outlives its invocation).
+// leaseEnd returns the end of a lease taken or renewed at now:
+// Config.Liveness later, or the call's end (callEnd) when that is sooner
+// (a claim never outlives its invocation).
 func (r *run) leaseEnd(ctx context.Context, now time.Time) time.Time {
-	lease := now.Add(r.e.cfg.Lease)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(lease) {
-		lease = dl
+	lease := now.Add(r.e.cfg.Liveness)
+	if end, ok := r.callEnd(ctx); ok && end.Before(lease) {
+		lease = end
 	}
 	return lease
+}
+
+// callEnd returns the time past which the claim is not renewed, when
+// there is one: the context's deadline, or Config.Lease after the claim
+// was taken, whichever is sooner.
+func (r *run) callEnd(ctx context.Context) (time.Time, bool) {
+	end, ok := ctx.Deadline()
+	if l := r.e.cfg.Lease; l > 0 {
+		if bound := r.claimedAt.Add(l); !ok || bound.Before(end) {
+			end, ok = bound, true
+		}
+	}
+	return end, ok
 }
 
 func (r *run) claim(ctx context.Context) (ledger.ClaimResult, error) {
 	cfg := &r.e.cfg
 	now := cfg.Clock.Now()
+	r.claimedAt = now
 	lease := r.leaseEnd(ctx, now)
 	if !lease.After(now) {
 		return ledger.ClaimResult{}, context.DeadlineExceeded
 	}
 	retention := r.retention()
 	r.owner = cfg.NewOwner()
-	r.claimedAt, r.leaseUntil = now, lease
+	r.leaseUntil = lease
 	r.settled = r.e.wakes.count.Load()
 	p := ledger.ClaimParams{
 		Key: r.id.key, Tool: r.t.Name, RunID: r.inv.RunID, Owner: r.owner,
 		LeaseUntil: lease, Fingerprint: r.id.fingerprint,
-		ExpiresAt: now.Add(max(retention, cfg.Lease+time.Second)),
+		ExpiresAt: now.Add(max(retention, cfg.Liveness+time.Second)),
 		Abandoned: r.abandoned,
 	}
 	// A claim whose outcome is unknown (the store was unreachable, or its

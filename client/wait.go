@@ -46,7 +46,7 @@ func (r *run) blocked(ctx context.Context, prev *ledger.Record) (Result, bool) {
 		return r.uncertainResult(prev.Attempt, errors.New(prev.Reason)), false
 	default:
 		inProgress.Attempt = prev.Attempt
-		inProgress.TakeoverAt = ledger.TakeoverAt(prev)
+		inProgress.TakeoverAt = prev.TakeoverAt()
 		return inProgress, false
 	}
 }

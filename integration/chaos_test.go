@@ -603,9 +603,9 @@ func (r *chaosRun) execute(call client.Call, p process) delivery {
 	if p.wait != 0 {
 		wait = p.wait
 	}
-	cfg := &client.Config{Clock: r.w.clock, Lease: lease, Wait: wait, Retention: retention}
+	cfg := &client.Config{Clock: r.w.clock, Liveness: lease, Wait: wait, Retention: retention}
 	if p.long {
-		cfg.Lease, cfg.Retention = longLease, longRetention
+		cfg.Liveness, cfg.Retention = longLease, longRetention
 	}
 	exec := client.New(store, cfg)
 	for _, tool := range r.w.tools {

@@ -145,7 +145,7 @@ func killedAfterEffect(t *testing.T, b backend, s *scenario) {
 		t.Fatalf("record after the kill: %+v, %v; want pending", rec, err)
 	}
 	clock.Advance(lease + time.Second) // the dead process's lease has run out
-	exec := client.New(store, &client.Config{Clock: clock, Lease: lease})
+	exec := client.New(store, &client.Config{Clock: clock, Liveness: lease})
 	if err := exec.Register(tool); err != nil {
 		t.Fatal(err)
 	}

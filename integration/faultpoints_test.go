@@ -423,7 +423,7 @@ func (w *fpWorld) toolFor(p *fpProcess) client.Tool {
 func (w *fpWorld) deliver(ctx context.Context) {
 	p := &fpProcess{w: w}
 	exec := client.New(&faultStore{Store: w.store, p: p}, &client.Config{
-		Clock: w.clock, Lease: fpLease, Retention: fpRetention, Wait: -1,
+		Clock: w.clock, Liveness: fpLease, Retention: fpRetention, Wait: -1,
 		// Generous: one fault costs one backoff interval, and a slow machine
 		// must not turn a repeat into a give-up.
 		RecordTimeout: 30 * time.Second,

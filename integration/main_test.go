@@ -87,7 +87,7 @@ func helperProcess() int {
 		os.Exit(killedExit)
 		panic("unreachable")
 	}
-	exec := client.New(store, &client.Config{Clock: clock, Lease: lease})
+	exec := client.New(store, &client.Config{Clock: clock, Liveness: lease})
 	if err := exec.Register(tool); err != nil {
 		return fail("register: %v", err)
 	}

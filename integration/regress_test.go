@@ -78,7 +78,7 @@ func (r *regression) process(crash bool) *client.Executor {
 			return client.Effect{}, nil
 		}
 	}
-	x := client.New(r.store, &client.Config{Clock: r.clock, Lease: lease})
+	x := client.New(r.store, &client.Config{Clock: r.clock, Liveness: lease})
 	if err := x.Register(tool); err != nil {
 		r.t.Fatal(err)
 	}

@@ -135,6 +135,26 @@ func Expires(s State) bool { return s == StateDone || s == StateFailed }
 // LeaseExpired reports whether a pending record's claim has lapsed at now.
 func (r *Record) LeaseExpired(now time.Time) bool { return !now.Before(r.LeaseUntil) }
 
+// TakeoverAt returns the earliest time at which a claim with the record's
+// fingerprint may take the record's key: for a pending record its
+// LeaseUntil (LeaseExpired), which the owner's heartbeats keep moving
+// (a claim whose heartbeats stop may be taken over one liveness after the
+// last one, and is then reconciled first); for a done record its
+// ExpiresAt (Expired); for an uncertain or failed record the zero time (a
+// claim may take it now, reconciling an uncertain one first). The time is
+// on the clock of the store that judges the claim, as LeaseUntil is
+// written. A caller told InProgress retries at (or after) it rather than
+// on a fixed budget (client.Result.TakeoverAt carries it).
+func (r *Record) TakeoverAt() time.Time {
+	switch r.State {
+	case StatePending:
+		return r.LeaseUntil
+	case StateDone:
+		return r.ExpiresAt
+	}
+	return time.Time{}
+}
+
 // ClaimParams describe a claim.
 type ClaimParams struct {
 	Key         string

@@ -53,17 +53,3 @@ func ClaimRepeated(ctx context.Context, s Store, p ClaimParams, clock clock.Cloc
 	}
 	return res, err
 }
-
-// TakeoverAt returns when the claim of rec may be taken over by another
-// caller that cannot tell whether its owner is alive: for a pending record,
-// the end of its lease (LeaseUntil); the zero time for a record that holds
-// no claim (done, failed, uncertain: a claim over it is taken at once).
-// It is the one rule for "how long must a blocked caller wait": the
-// executor reports it on an InProgress result (client.Result.TakeoverAt)
-// and the workflow integrations schedule their next attempt by it.
-func TakeoverAt(rec *Record) time.Time {
-	if rec == nil || rec.State != StatePending {
-		return time.Time{}
-	}
-	return rec.LeaseUntil
-}

@@ -78,10 +78,11 @@ type Config struct {
 	// Limits bound one message from a client; a message beyond them is
 	// answered with a JSON-RPC error and the session goes on.
 	Limits Limits `json:"limits,omitzero"`
-	// Lease is how long a configured tool's claim blocks other callers
-	// while the upstream runs it (client.Config.Lease; default 2 minutes).
-	// Runs longer than the lease renew it. Options.Client's Lease, when
-	// set, takes precedence.
+	// Lease is how long a configured tool's claim stands after its last
+	// heartbeat while the upstream runs it (client.Config.Liveness;
+	// default client.DefaultLiveness, 12 seconds): heartbeats renew it
+	// for as long as the run lasts. Options.Client's Liveness, when set,
+	// takes precedence.
 	Lease Duration `json:"lease,omitzero"`
 	// MissingTools says what a configured tool the upstream does not offer
 	// is, when the gateway starts and when the upstream's tool list

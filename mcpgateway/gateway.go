@@ -218,8 +218,8 @@ func New(ctx context.Context, store ledger.Store, cfg *Config, opts *Options) (*
 	if cc.Logger == nil {
 		cc.Logger = o.Logger
 	}
-	if cc.Lease == 0 {
-		cc.Lease = time.Duration(cfg.Lease)
+	if cc.Liveness == 0 {
+		cc.Liveness = time.Duration(cfg.Lease)
 	}
 	g := &Gateway{
 		cfg: *cfg, exec: client.New(store, &cc), tools: map[string]*guarded{}, log: o.Logger,

@@ -44,8 +44,9 @@ import (
 	"github.com/oncely/oncely/ledger"
 )
 
-// Lease is the executors' lease in FailureCases; the fake clock moves past
-// it to simulate that a crashed process's claim ran out.
+// Lease is the executors' liveness (client.Config.Liveness) in
+// FailureCases; the fake clock moves past it to simulate that a crashed
+// process's claim ran out (its heartbeats stopped).
 const Lease = time.Minute
 
 // Harness is one action under test. FailureCases makes a fresh one for
@@ -137,7 +138,7 @@ func (e *env) process() *process {
 	if e.h.Config != nil {
 		cfg = *e.h.Config
 	}
-	cfg.Clock, cfg.Lease = e.clock, Lease
+	cfg.Clock, cfg.Liveness = e.clock, Lease
 	p.exec = client.New(e.h.Store, &cfg)
 	if err := p.exec.Register(tool); err != nil {
 		e.t.Fatalf("oncelytest: register: %v", err)

@@ -101,7 +101,7 @@ func ExampleSweeper() {
 		},
 		Reconciler: reconcile.New(mail, &reconcile.Config{Clock: clock, InFlight: time.Second}),
 	}
-	exec := client.New(store, &client.Config{Clock: clock, Lease: time.Minute})
+	exec := client.New(store, &client.Config{Clock: clock, Liveness: time.Minute})
 	if err := exec.Register(tool); err != nil {
 		panic(err)
 	}

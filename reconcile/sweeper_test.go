@@ -265,7 +265,7 @@ func TestSweeperThenResume(t *testing.T) {
 		}
 		return eff, err
 	}
-	exec := client.New(w.store, &client.Config{Clock: w.clock, Lease: time.Minute, Wait: -1})
+	exec := client.New(w.store, &client.Config{Clock: w.clock, Liveness: time.Minute, Wait: -1})
 	if err := exec.Register(tool); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestSweeperThenResume(t *testing.T) {
 		runtime.Goexit()
 		return client.Effect{}, nil
 	}
-	exec2 := client.New(w.store, &client.Config{Clock: w.clock, Lease: time.Minute, Wait: -1})
+	exec2 := client.New(w.store, &client.Config{Clock: w.clock, Liveness: time.Minute, Wait: -1})
 	if err := exec2.Register(tool); err != nil {
 		t.Fatal(err)
 	}

@@ -424,7 +424,7 @@ type delivery struct {
 // execute runs call in a new process (its own executor over the ledger)
 // that dies at crash.
 func (s *oncelySide) execute(tools []client.Tool, a *action, call client.Call, crash crashPoint) delivery {
-	exec := client.New(s.store, &client.Config{Clock: s.w.clock, Lease: demoLease})
+	exec := client.New(s.store, &client.Config{Clock: s.w.clock, Liveness: demoLease})
 	for _, t := range tools {
 		run := t.Run
 		t.Run = func(ctx context.Context, inv client.Invocation) (client.Effect, error) {

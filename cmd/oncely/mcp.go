@@ -57,7 +57,7 @@ that every peer that can reach the port may run the tools.`,
 	origins := cmd.Flags().StringArray("allow-origin", nil, "an origin (scheme://host[:port]) whose cross-origin browser requests --http serves; repeatable")
 	tokenFile := cmd.Flags().String("token-file", "", "a file holding the bearer token --http clients must send (else $"+mcpgateway.TokenEnv+")")
 	trusted := cmd.Flags().Bool("trusted-network", false, "serve --http off loopback without authentication: every peer that reaches the port may run the tools")
-	lease := cmd.Flags().Duration("lease", 0, "how long a claim blocks repeats while the upstream runs the call (default: the configuration's lease, else 2m)")
+	lease := cmd.Flags().Duration("lease", 0, "how long a claim stands after its last heartbeat while the upstream runs the call (default: the configuration's lease, else 12s)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if *config == "" {
 			return usageErr("oncely mcp --config gateway.json (see the MCP gateway guide, docs/mcp-gateway.md)", "no --config")

@@ -137,9 +137,10 @@ type Options struct {
 	// Logger receives a record per call (default: JSON on stderr, which
 	// Lambda sends to CloudWatch Logs).
 	Logger *slog.Logger
-	// Client tunes the Executor; Logger is set from Logger. A zero Lease
-	// becomes MaxLambdaTimeout, so that a claim's lease is always the
-	// invocation's deadline.
+	// Client tunes the Executor; Logger is set from Logger. A zero
+	// Liveness becomes MaxLambdaTimeout, so that a claim's lease is always
+	// the invocation's deadline: an invocation that times out has stopped,
+	// and its claim lapses then.
 	Client client.Config
 }
 
@@ -185,11 +186,11 @@ func New(ctx context.Context, env Env, opts *Options) (*Handler, error) {
 
 	cc := o.Client
 	cc.Logger = o.Logger
-	if cc.Lease == 0 {
+	if cc.Liveness == 0 {
 		// The executor bounds a lease by the context's deadline; with the
-		// longest possible lease, every claim lasts exactly until the
-		// invocation's deadline, with no renewals while the tool runs.
-		cc.Lease = MaxLambdaTimeout
+		// longest possible liveness, every claim lasts exactly until the
+		// invocation's deadline, with no heartbeats while the tool runs.
+		cc.Liveness = MaxLambdaTimeout
 	}
 	store := ledgerdynamo.New(db, env.Table, nil)
 	tools := []client.Tool{RefundTool(st)}

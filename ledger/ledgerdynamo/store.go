@@ -209,6 +209,18 @@ func (s *Store) Claim(ctx context.Context, p ledger.ClaimParams) (ledger.ClaimRe
 				return ledger.ClaimResult{}, err
 			case rec == nil: // deleted meanwhile
 				mode = claimAbsent
+			case rec.State == ledger.StatePending && rec.Owner == p.Owner:
+				// The claim's own write: an attempt of this request whose
+				// answer was lost (cf.maybeApplied), or the caller's repeat
+				// of a claim whose answer it lost. It is judged before the
+				// lease: a record whose lease is already past on this
+				// Store's clock is still ours, not one to take over (that
+				// would report the claim itself as the previous attempt).
+				res := ledger.Reclaimed(rec)
+				if res.Previous == nil {
+					s.actedAnew(p.RunID)
+				}
+				return res, nil
 			case rec.Expired(now):
 				mode = claimExpired
 			case rec.State == ledger.StateFailed:

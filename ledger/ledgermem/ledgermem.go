@@ -79,7 +79,10 @@ func claimable(r *ledger.Record, p *ledger.ClaimParams, now time.Time) bool {
 	case ledger.StateUncertain:
 		return r.Fingerprint == p.Fingerprint
 	case ledger.StatePending:
-		return r.Fingerprint == p.Fingerprint && (r.LeaseExpired(now) || r.Owner == p.Abandoned)
+		// A record pending under the claim's own owner token is the
+		// claim's own earlier write, whatever its lease: Refused answers
+		// it (ledger.Reclaimed), it is not taken over from itself.
+		return r.Fingerprint == p.Fingerprint && r.Owner != p.Owner && (r.LeaseExpired(now) || r.Owner == p.Abandoned)
 	}
 	return false
 }

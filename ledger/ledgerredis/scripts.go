@@ -167,7 +167,7 @@ if #prev > 0 then
   if not gone(r.s, tonumber(r.e), now) then
     local fp = join(r, 'f') or ''
     local ok = r.s == 'failed' or
-      (fp == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and (now >= l or join(r, 'o') == ARGV[10]))))
+      (fp == ARGV[8] and (r.s == 'uncertain' or (r.s == 'pending' and join(r, 'o') ~= ARGV[3] and (now >= l or join(r, 'o') == ARGV[10]))))
     if not ok then return {0, prev} end
     attempt, attemptAt, watched = r.a, r.at, r.k
     -- Over a failed record the attempt begins with this claim (see

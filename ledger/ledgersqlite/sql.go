@@ -77,10 +77,11 @@ func expired(now string) string {
 // claim with fingerprint fp at now by a caller that knows the owner
 // abandoned to have exited (SQL parameters). It mirrors ledger.Store:
 // expired, failed, or (same fingerprint) uncertain or pending with a
-// lapsed lease or an owner known to have exited.
-func claimable(fp, now, abandoned string) string {
+// lapsed lease or an owner known to have exited, unless the owner is the
+// claim's own (owner: its earlier write, answered by ledger.Refused).
+func claimable(fp, now, abandoned, owner string) string {
 	return "(" + expired(now) + " OR state = 'failed' OR (fingerprint = " + fp +
-		" AND (state = 'uncertain' OR (state = 'pending' AND (lease_until <= " + now + " OR owner = " + abandoned + ")))))"
+		" AND (state = 'uncertain' OR (state = 'pending' AND owner <> " + owner + " AND (lease_until <= " + now + " OR owner = " + abandoned + ")))))"
 }
 
 const recordCols = `key, tool, run_id, state, owner, lease_until, expires_at, fingerprint,
@@ -105,12 +106,12 @@ ON CONFLICT (key) DO UPDATE SET
 	fingerprint = ?7, attempt = CASE WHEN ` + expired("?8") + ` THEN 1 ELSE attempt END,
 	attempt_at = CASE WHEN state = 'failed' OR ` + expired("?8") + ` THEN ?8 ELSE attempt_at END,
 	summary = '', ref = '', result = NULL, truncated = 0, reason = '', updated_at = ?8
-WHERE ` + claimable("?7", "?8", "?9") + `
+WHERE ` + claimable("?7", "?8", "?9", "?4") + `
 RETURNING attempt, prev_state, prev_owner, prev_lease_until, prev_expires_at, prev_fingerprint,
 	prev_attempt, prev_attempt_at, prev_reason, prev_updated_at, prev_tool, prev_run_id`
 
-	// ?1 key ?2 fingerprint ?3 now ?4 abandoned owner
-	blockerSQL = `SELECT ` + recordCols + `, ` + claimable("?2", "?3", "?4") + ` FROM records WHERE key = ?1`
+	// ?1 key ?2 fingerprint ?3 now ?4 abandoned owner ?5 the claim's owner
+	blockerSQL = `SELECT ` + recordCols + `, ` + claimable("?2", "?3", "?4", "?5") + ` FROM records WHERE key = ?1`
 
 	// ?1 key ?2 now
 	getSQL = `SELECT ` + recordCols + ` FROM records WHERE key = ?1 AND NOT ` + expired("?2")

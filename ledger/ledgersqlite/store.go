@@ -174,7 +174,7 @@ func (s *Store) insert(ctx context.Context, p *ledger.ClaimParams, now int64) (l
 // blocking returns the record under p.Key if it blocks the claim p at now,
 // nil if there is none or it gives way.
 func (s *Store) blocking(ctx context.Context, p *ledger.ClaimParams, now int64) (*ledger.Record, error) {
-	sc, err := scan(s.blocker.QueryRowContext(ctx, p.Key, p.Fingerprint, now, p.Abandoned), true)
+	sc, err := scan(s.blocker.QueryRowContext(ctx, p.Key, p.Fingerprint, now, p.Abandoned, p.Owner), true)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil

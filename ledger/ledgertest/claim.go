@@ -85,6 +85,22 @@ func testClaimRepeatOwn(h *h) {
 	if err != nil || !res.Claimed || res.MustReconcile() || res.Attempt != 2 {
 		h.Errorf("repeated takeover of a failed record = %+v, %v; want claimed, attempt 2, no reconcile", res, err)
 	}
+
+	// The repeat comes after the record's lease has lapsed on the store's
+	// clock (a retry after a lost reply, late): the record is still the
+	// claim's own, not one to take over from itself (issue 42: a Store that
+	// took it over reported the claim itself as the previous attempt).
+	l := h.params("k-repeat-own-lapsed", "owner-a")
+	at := h.clock.Now()
+	h.mustClaim(l)
+	lapsed := pendingRecord(l, 1, at, at)
+	h.clock.Advance(lease + time.Second)
+	res, err = h.s.Claim(h.ctx, l)
+	if err != nil || !res.Claimed || res.Attempt != 1 || res.Previous != nil || res.MustReconcile() {
+		h.Errorf("repeated claim after its own lease lapsed = %+v (previous %+v), %v; want claimed, attempt 1, Previous nil",
+			res, res.Previous, err)
+	}
+	h.unchanged("after a repeated claim past its lease", lapsed)
 }
 
 func testClaimRepeatDone(h *h) {
