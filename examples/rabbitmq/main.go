@@ -73,9 +73,10 @@ func run(ctx context.Context, w io.Writer, amqpURL, queue string) (err error) {
 	if err != nil {
 		return err
 	}
-	// Yours is durable, with a dead-letter exchange
-	// (x-dead-letter-exchange) for the messages that keep failing.
-	q, err := ch.QueueDeclare(queue, false, true, false, false, nil)
+	// This run's queue, gone with its connection at the latest; yours is
+	// durable, with a dead-letter exchange (x-dead-letter-exchange) for
+	// the messages that keep failing.
+	q, err := ch.QueueDeclare(queue, false, true, true, false, nil)
 	if err != nil {
 		return err
 	}
