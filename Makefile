@@ -105,7 +105,7 @@ dist:
 vet:
 	@unformatted=$$($$($(GO) env GOROOT)/bin/gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@echo "go vet $(PKGS) $(WORKSPACES): compiling and checking every package of every module"
-	@start=$$(date +%s); $(GO) vet -tags '$(TEST_TAGS)' $(PKGS) && for d in $(WORKSPACES); do $(GO) -C $$d vet -tags '$(TEST_TAGS)' work || exit 1; done && echo "vet: ok in $$(( $$(date +%s) - start ))s"
+	@start=$$(date +%s); $(GO) vet -tags '$(TEST_TAGS)' $(PKGS) && for d in $(WORKSPACES); do $(GO) -C $$d vet -tags '$(TEST_TAGS)' $$($(GO) -C $$d list -m -f '{{if ne .Dir "$(CURDIR)"}}{{.Path}}/...{{end}}') || exit 1; done && echo "vet: ok in $$(( $$(date +%s) - start ))s"
 
 # The benchmarks start what they need, as the tests do (dynalite,
 # PostgreSQL, Redis). Go's benchmark format, kept in .tmp/bench.txt for

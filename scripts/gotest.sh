@@ -10,7 +10,9 @@
 # The packages are those of the root workspace (go.work). Each directory in
 # GOTEST_WORKSPACES holds a workspace of its own (modules whose
 # dependencies cannot share the root's build list, see go.work): its
-# packages (the pattern work) are tested with the same flags, by one more
+# own modules' packages (every module of that go.work but this
+# repository's root module, which the root workspace tests) are tested with
+# the same flags, by one more
 # go test run whose events join the same summary.
 set -uo pipefail
 log=$1; shift
@@ -22,11 +24,13 @@ read -r -a extra <<< "${GOTEST_WORKSPACES:-}"
 go build -o .tmp/testsummary ./scripts/testsummary || exit 2
 rcs=$(mktemp)
 trap 'rm -f "$rcs"' EXIT
-echo "go test ${flags[*]} ${pkgs[*]}${extra:+ (and work in ${extra[*]})}: building, then a line per package as it finishes (full log: $log)"
+echo "go test ${flags[*]} ${pkgs[*]}${extra:+ (and the own modules of the workspaces ${extra[*]})}: building, then a line per package as it finishes (full log: $log)"
 {
   go test -json "${flags[@]}" "${pkgs[@]}"; echo $? >> "$rcs"
   for d in "${extra[@]}"; do
-    go -C "$d" test -json "${flags[@]}" work; echo $? >> "$rcs"
+    own=$(go -C "$d" list -m -f '{{if ne .Dir "'"$PWD"'"}}{{.Path}}/...{{end}}')
+    # shellcheck disable=SC2086 # one pattern a line
+    go -C "$d" test -json "${flags[@]}" $own; echo $? >> "$rcs"
   done
 } 2>&1 | .tmp/testsummary "$log"
 sum=${PIPESTATUS[1]}
