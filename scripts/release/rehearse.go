@@ -125,6 +125,11 @@ func rehearse(r *repo, log io.Writer, keep bool) (err error) {
 		"GONOSUMDB=" + r.RootPath,  // the checksum database knows nothing of unpublished versions
 		"GONOPROXY=", "GOPRIVATE=", // the proxy, not a repository, serves our paths
 		"GOWORK=off",
+		// The go command indexes a module cache directory once per
+		// path@version, taking it to be immutable; a rehearsal serves the
+		// same version with new contents each run, so an index left by an
+		// earlier run would hand the compiler the old files' imports.
+		"GODEBUG=goindex=0",
 	}
 	// The machine's module cache serves third-party modules; ours must come
 	// from the proxy above, never from a copy a previous run left there.
