@@ -40,7 +40,7 @@ import (
 func (w *fpWorld) consume(ctx context.Context) {
 	p := &fpProcess{w: w}
 	exec := client.New(&faultStore{Store: w.store, p: p}, &client.Config{
-		Clock: w.clock, Lease: fpLease, Retention: fpRetention, Wait: -1, RecordTimeout: 30 * time.Second, NoCounters: true,
+		Clock: w.clock, Liveness: fpLease, Retention: fpRetention, Wait: -1, RecordTimeout: 30 * time.Second, NoCounters: true,
 	})
 	opts := oncelyfunc.SQSOptions{Retention: fpRetention, Logger: discardLogger()}
 	if w.tool != tPlain {

@@ -147,5 +147,5 @@ func ExampleForExamples() {
 	}
 	fmt.Println(out.Table.TableStatus, aws.ToString(out.Table.GlobalSecondaryIndexes[0].IndexName))
 	// Output:
-	// ACTIVE state-lease_until
+	// ACTIVE state_shard-lease_until
 }
